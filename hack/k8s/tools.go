@@ -1,0 +1,11 @@
+//go:build tools
+
+// Package tools records the commands this module builds, so that `go mod tidy`
+// keeps their dependencies in go.sum. hack/control-plane builds them with
+// `go build -trimpath`; nothing here is compiled into the sidecar.
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
