@@ -1,0 +1,22 @@
+//! What can go wrong with a queue operation.
+
+use std::time::Duration;
+
+use super::lease::LeaseToken;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QueueError {
+    /// The token is not the current lease of that key: the lease ended
+    /// (done, expired, released) or never existed. Nothing was changed.
+    #[error("lease token {token} is not the current lease of the key (it expired, was released or finished)")]
+    StaleToken { token: LeaseToken },
+    /// The queue is shutting down and takes no new work.
+    #[error("the queue is shutting down")]
+    ShuttingDown,
+    /// The queue tracks `limit` keys already.
+    #[error("the queue is full ({limit} keys)")]
+    Full { limit: usize },
+    /// A drain did not finish before its deadline; the rest was handed back.
+    #[error("drain did not finish within {0:?}")]
+    DrainTimedOut(Duration),
+}

@@ -1,0 +1,64 @@
+//! What a queue tells about one key and about itself, for debugging and metrics.
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use super::lease::Holder;
+use super::reason::ReasonSet;
+
+/// Everything the queue knows about one key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyStatus {
+    pub phase: KeyPhase,
+    /// Priority while queued or waiting; the lease's priority while held.
+    pub priority: i32,
+    /// Failures since the key was last forgotten (`NumRequeues`).
+    pub failures: u32,
+    pub last_error: Option<Arc<str>>,
+    /// Why the key is queued, or why the current lease was granted.
+    pub reasons: ReasonSet,
+    /// When it entered the queue (for a held key: before it was granted).
+    pub enqueued_at: Option<Instant>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum KeyPhase {
+    /// Not queued, waiting or held (its failure count may still be remembered).
+    Absent,
+    /// Ready to be handed out.
+    Queued { since: Instant },
+    /// Delayed or backing off until `until`.
+    Waiting { until: Instant },
+    /// Leased to `holder` until `deadline`.
+    Held {
+        holder: Holder,
+        deadline: Instant,
+        granted_at: Instant,
+        /// Added again while held: it goes back to the queue after this lease.
+        dirty: Option<DirtyStatus>,
+    },
+}
+
+/// What will happen to a held key that was added again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DirtyStatus {
+    pub priority: i32,
+    pub reasons: ReasonSet,
+    /// When it becomes ready again after the lease ends.
+    pub ready_at: Instant,
+}
+
+/// Counts over the whole queue.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueCounts {
+    /// Ready keys per priority, highest first.
+    pub ready_by_priority: Vec<(i32, usize)>,
+    pub ready: usize,
+    pub waiting: usize,
+    pub held: usize,
+    /// Held keys that were added again and will be queued after their lease.
+    pub dirty: usize,
+    /// Every key the queue keeps an entry for, including idle keys remembered for their failures.
+    pub tracked: usize,
+}

@@ -1,0 +1,31 @@
+//! The priority workqueue with leases: generic over the key, free of gRPC and Kubernetes.
+//!
+//! client-go's contract (a key queued at most once, never held twice, re-added
+//! while held means dirty, delays where the earliest ready time wins, rate
+//! limited retries, `Forget`, `NumRequeues`, shutdown with drain) plus what
+//! remote workers need: priorities with aging, leases with fencing tokens and
+//! deadlines, `Finish` outcomes, reasons and introspection.
+
+mod error;
+mod introspect;
+mod lease;
+mod priority;
+mod rate_limit;
+mod reason;
+mod settings;
+mod state;
+mod workqueue;
+
+pub use error::QueueError;
+pub use introspect::{DirtyStatus, KeyPhase, KeyStatus, QueueCounts};
+pub use lease::{FinishOutcome, Holder, Lease, LeaseRenewal, LeaseToken};
+pub use rate_limit::RateLimiterSpec;
+pub use reason::{Reason, ReasonKind, ReasonSet};
+pub use settings::{QueueSettings, SettingsError};
+pub use state::AddOutcome;
+pub use workqueue::{DrainReport, WorkQueue};
+
+/// Priority of watch events: the fast lane.
+pub const PRIORITY_FAST: i32 = 0;
+/// Priority of the initial list and resyncs: the slow lane (controller-runtime's value).
+pub const PRIORITY_SLOW: i32 = -100;

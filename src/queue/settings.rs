@@ -1,0 +1,90 @@
+//! Per-queue settings, with validation that names the bad setting.
+
+use std::time::Duration;
+
+use super::rate_limit::RateLimiterSpec;
+
+/// How one queue behaves. Build with `QueueSettings::default()` and change fields.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueSettings {
+    /// How long a lease lasts when the worker asks for no particular time.
+    pub lease_ttl: Duration,
+    /// The longest lease a worker may ask for, at grant or on extend; longer asks are cut to it.
+    pub max_lease_ttl: Duration,
+    /// Aging bound: a ready key that has waited this long is served before
+    /// newer keys of higher priority, so low priorities never starve.
+    pub max_wait: Duration,
+    /// Delays for `AddRateLimited`, retries and lost leases.
+    pub rate_limiter: RateLimiterSpec,
+    /// Most keys the queue tracks at once (queued, waiting, held or remembered
+    /// for their failures); adding a new key past it fails. `None`: no limit.
+    pub max_keys: Option<usize>,
+}
+
+impl Default for QueueSettings {
+    fn default() -> Self {
+        QueueSettings {
+            lease_ttl: Duration::from_secs(30),
+            max_lease_ttl: Duration::from_secs(600),
+            max_wait: Duration::from_secs(30),
+            rate_limiter: RateLimiterSpec::default(),
+            max_keys: None,
+        }
+    }
+}
+
+impl QueueSettings {
+    /// Checks every value; errors name the setting as `path.field`.
+    pub fn validate(&self, path: &str) -> Result<(), SettingsError> {
+        if self.lease_ttl.is_zero() {
+            return Err(SettingsError::new(format!("{path}.lease_ttl"), "must be greater than zero"));
+        }
+        if self.max_lease_ttl < self.lease_ttl {
+            return Err(SettingsError::new(
+                format!("{path}.max_lease_ttl"),
+                format!("must be at least lease_ttl ({:?}), got {:?}", self.lease_ttl, self.max_lease_ttl),
+            ));
+        }
+        if self.max_wait.is_zero() {
+            return Err(SettingsError::new(format!("{path}.max_wait"), "must be greater than zero"));
+        }
+        if self.max_keys == Some(0) {
+            return Err(SettingsError::new(format!("{path}.max_keys"), "must be at least 1 when set"));
+        }
+        self.rate_limiter.validate(&format!("{path}.rate_limiter"))
+    }
+}
+
+/// A setting with a value the queue cannot work with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{setting}: {problem}")]
+pub struct SettingsError {
+    /// Where the setting is, as a dotted path (`queues.default.rate_limiter.bucket.qps`).
+    pub setting: String,
+    /// What is wrong with its value.
+    pub problem: String,
+}
+
+impl SettingsError {
+    pub fn new(setting: impl Into<String>, problem: impl Into<String>) -> Self {
+        SettingsError { setting: setting.into(), problem: problem.into() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_settings_should_be_valid() {
+        assert_eq!(QueueSettings::default().validate("q"), Ok(()));
+    }
+
+    #[test]
+    fn validate_should_name_the_field() {
+        let settings = QueueSettings { max_lease_ttl: Duration::from_secs(1), ..Default::default() };
+        assert_eq!(settings.validate("queues.a").unwrap_err().setting, "queues.a.max_lease_ttl");
+        let settings = QueueSettings { lease_ttl: Duration::ZERO, ..Default::default() };
+        assert_eq!(settings.validate("queues.a").unwrap_err().setting, "queues.a.lease_ttl");
+    }
+}

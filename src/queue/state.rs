@@ -1,0 +1,604 @@
+//! The queue's state machine: every rule of the queue, synchronous, with time passed in.
+//!
+//! Each key has one entry in a slab, found through `index`, in exactly one
+//! phase: idle (only its failures remembered), ready (in a priority lane),
+//! waiting (in the timer set) or held (in the lease set, possibly dirty). The
+//! async `WorkQueue` wraps this in a mutex; tests drive it directly with
+//! explicit instants.
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::Hash;
+use std::sync::Arc;
+use std::time::Duration;
+
+use slab::Slab;
+use tokio::time::Instant;
+
+use super::error::QueueError;
+use super::introspect::{DirtyStatus, KeyPhase, KeyStatus, QueueCounts};
+use super::lease::{FinishOutcome, Holder, Lease, LeaseRenewal, LeaseToken, TokenSource};
+use super::priority::{ReadyLanes, ReadyPlace, Slot};
+use super::rate_limit::RateLimiter;
+use super::reason::{Reason, ReasonKind, ReasonSet};
+use super::settings::QueueSettings;
+
+/// What an add did to its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddOutcome {
+    /// The key was not queued: it is now ready or waiting.
+    Queued,
+    /// The key was already queued or waiting; priority, time and reasons merged.
+    Merged,
+    /// The key is held: it goes back to the queue when its lease ends.
+    MarkedDirty,
+}
+
+#[derive(Debug)]
+struct Entry<K> {
+    key: K,
+    phase: Phase,
+    failures: u32,
+    last_error: Option<Arc<str>>,
+    /// Priority while ready or waiting; the lease's priority while held.
+    priority: i32,
+    /// Reasons while ready or waiting; the lease's reasons while held.
+    reasons: ReasonSet,
+    /// When the key entered the queue since it was last granted.
+    enqueued_at: Option<Instant>,
+}
+
+#[derive(Debug)]
+enum Phase {
+    Idle,
+    Ready { place: ReadyPlace, since: Instant },
+    Waiting { until: Instant, seq: u64 },
+    Held(HeldLease),
+}
+
+#[derive(Debug)]
+struct HeldLease {
+    token: LeaseToken,
+    holder: Holder,
+    deadline: Instant,
+    granted_at: Instant,
+    /// Added again while held (client-go's dirty set).
+    pending: Option<Pending>,
+}
+
+#[derive(Debug)]
+struct Pending {
+    priority: i32,
+    reasons: ReasonSet,
+    ready_at: Instant,
+    enqueued_at: Instant,
+}
+
+/// How a lease ended, for the bookkeeping that follows.
+enum LeaseEnd {
+    Done,
+    Success,
+    Retry(String),
+    RequeueAfter(Duration),
+    Lost(ReasonKind),
+    /// Handed back at shutdown: queued again as it was, not counted as a failure.
+    Returned,
+}
+
+pub(crate) struct QueueState<K> {
+    settings: QueueSettings,
+    limiter: RateLimiter,
+    index: HashMap<K, Slot>,
+    entries: Slab<Entry<K>>,
+    ready: ReadyLanes,
+    /// Delayed keys by ready time; the sequence number breaks ties.
+    waiting: BTreeMap<(Instant, u64), Slot>,
+    /// Held keys by lease deadline.
+    leases: BTreeMap<(Instant, LeaseToken), Slot>,
+    next_seq: u64,
+    tokens: TokenSource,
+    shutting_down: bool,
+    /// Set by a shutdown without drain: extends tell workers to stop.
+    cancel_held: bool,
+    /// Keys that became ready since the last `take_wakeups`.
+    wakeups: usize,
+    /// The earliest deadline the timer task is sleeping towards, if any.
+    timer_target: Option<Instant>,
+    /// A deadline earlier than `timer_target` was added: the timer must wake.
+    timer_stale: bool,
+}
+
+impl<K: Clone + Eq + Hash> QueueState<K> {
+    pub(crate) fn new(settings: QueueSettings, now: Instant) -> Self {
+        let limiter = RateLimiter::new(&settings.rate_limiter, now);
+        QueueState {
+            settings,
+            limiter,
+            index: HashMap::new(),
+            entries: Slab::new(),
+            ready: ReadyLanes::default(),
+            waiting: BTreeMap::new(),
+            leases: BTreeMap::new(),
+            next_seq: 0,
+            tokens: TokenSource::new(),
+            shutting_down: false,
+            cancel_held: false,
+            wakeups: 0,
+            timer_target: None,
+            timer_stale: false,
+        }
+    }
+
+    pub(crate) fn settings(&self) -> &QueueSettings {
+        &self.settings
+    }
+
+    // ----- adding -----
+
+    /// `Add`: ready now.
+    pub(crate) fn add(&mut self, key: K, priority: i32, reason: Reason, now: Instant) -> Result<AddOutcome, QueueError> {
+        self.enqueue_key(key, priority, ReasonSet::from(reason), now, now)
+    }
+
+    /// `AddAfter`: ready after `delay`; an earlier ready time already set wins.
+    pub(crate) fn add_after(
+        &mut self,
+        key: K,
+        delay: Duration,
+        priority: i32,
+        reason: Reason,
+        now: Instant,
+    ) -> Result<AddOutcome, QueueError> {
+        self.enqueue_key(key, priority, ReasonSet::from(reason), now + delay, now)
+    }
+
+    /// `AddRateLimited`: counts a failure and delays the key by the rate limiter.
+    /// Returns the delay chosen and the new failure count.
+    pub(crate) fn add_rate_limited(
+        &mut self,
+        key: K,
+        priority: i32,
+        reason: Reason,
+        now: Instant,
+    ) -> Result<(Duration, u32), QueueError> {
+        self.check_accepting(&key)?;
+        let slot = self.slot_or_insert(key);
+        let delay = self.count_failure(slot, now);
+        self.enqueue_slot(slot, priority, ReasonSet::from(reason), now + delay, now);
+        Ok((delay, self.entries[slot].failures))
+    }
+
+    fn check_accepting(&self, key: &K) -> Result<(), QueueError> {
+        if self.shutting_down {
+            return Err(QueueError::ShuttingDown);
+        }
+        if let Some(limit) = self.settings.max_keys {
+            if self.entries.len() >= limit && !self.index.contains_key(key) {
+                return Err(QueueError::Full { limit });
+            }
+        }
+        Ok(())
+    }
+
+    fn enqueue_key(
+        &mut self,
+        key: K,
+        priority: i32,
+        reasons: ReasonSet,
+        ready_at: Instant,
+        now: Instant,
+    ) -> Result<AddOutcome, QueueError> {
+        self.check_accepting(&key)?;
+        let slot = self.slot_or_insert(key);
+        Ok(self.enqueue_slot(slot, priority, reasons, ready_at, now))
+    }
+
+    fn slot_or_insert(&mut self, key: K) -> Slot {
+        if let Some(&slot) = self.index.get(&key) {
+            return slot;
+        }
+        let slot = self.entries.insert(Entry {
+            key: key.clone(),
+            phase: Phase::Idle,
+            failures: 0,
+            last_error: None,
+            priority: 0,
+            reasons: ReasonSet::new(),
+            enqueued_at: None,
+        });
+        self.index.insert(key, slot);
+        slot
+    }
+
+    /// The one place that merges an add into a key's phase.
+    fn enqueue_slot(&mut self, slot: Slot, priority: i32, reasons: ReasonSet, ready_at: Instant, now: Instant) -> AddOutcome {
+        let entry = &mut self.entries[slot];
+        match &mut entry.phase {
+            Phase::Idle => {
+                entry.priority = priority;
+                entry.reasons = reasons;
+                entry.enqueued_at = Some(now);
+                if ready_at <= now {
+                    self.make_ready(slot, now);
+                } else {
+                    self.make_waiting(slot, ready_at);
+                }
+                AddOutcome::Queued
+            }
+            Phase::Ready { place, .. } => {
+                let place = *place;
+                entry.reasons.merge(reasons);
+                if priority > place.priority {
+                    entry.priority = priority;
+                    let raised = self.ready.raise(place, priority);
+                    if let Phase::Ready { place, .. } = &mut self.entries[slot].phase {
+                        *place = raised;
+                    }
+                }
+                AddOutcome::Merged
+            }
+            Phase::Waiting { until, seq } => {
+                let (until, seq) = (*until, *seq);
+                entry.reasons.merge(reasons);
+                entry.priority = entry.priority.max(priority);
+                if ready_at < until {
+                    self.waiting.remove(&(until, seq));
+                    if ready_at <= now {
+                        self.make_ready(slot, now);
+                    } else {
+                        self.make_waiting(slot, ready_at);
+                    }
+                }
+                AddOutcome::Merged
+            }
+            Phase::Held(held) => {
+                match &mut held.pending {
+                    Some(pending) => {
+                        pending.priority = pending.priority.max(priority);
+                        pending.reasons.merge(reasons);
+                        pending.ready_at = pending.ready_at.min(ready_at);
+                    }
+                    None => {
+                        held.pending = Some(Pending { priority, reasons, ready_at, enqueued_at: now });
+                    }
+                }
+                AddOutcome::MarkedDirty
+            }
+        }
+    }
+
+    fn make_ready(&mut self, slot: Slot, now: Instant) {
+        let place = ReadyPlace { priority: self.entries[slot].priority, seq: self.next_seq() };
+        self.ready.push(place, slot, now);
+        self.entries[slot].phase = Phase::Ready { place, since: now };
+        self.wakeups += 1;
+    }
+
+    fn make_waiting(&mut self, slot: Slot, until: Instant) {
+        let seq = self.next_seq();
+        self.waiting.insert((until, seq), slot);
+        self.entries[slot].phase = Phase::Waiting { until, seq };
+        self.note_deadline(until);
+    }
+
+    fn next_seq(&mut self) -> u64 {
+        self.next_seq += 1;
+        self.next_seq
+    }
+
+    fn note_deadline(&mut self, at: Instant) {
+        if self.timer_target.is_none_or(|target| at < target) {
+            self.timer_stale = true;
+        }
+    }
+
+    /// Counts one failure of the key and returns the delay before its retry.
+    fn count_failure(&mut self, slot: Slot, now: Instant) -> Duration {
+        let entry = &mut self.entries[slot];
+        let delay = self.limiter.delay(entry.failures, now);
+        entry.failures = entry.failures.saturating_add(1);
+        delay
+    }
+
+    // ----- granting -----
+
+    /// Takes the next ready key and leases it to `holder`, if any is ready and
+    /// the queue is still granting.
+    pub(crate) fn grant(&mut self, holder: &Holder, ttl: Option<Duration>, now: Instant) -> Option<Lease<K>> {
+        if self.shutting_down {
+            return None;
+        }
+        let popped = self.ready.pop(now, self.settings.max_wait)?;
+        let slot = popped.slot;
+        let token = self.tokens.next();
+        let deadline = now + self.lease_ttl(ttl);
+        self.leases.insert((deadline, token), slot);
+        self.note_deadline(deadline);
+        let entry = &mut self.entries[slot];
+        entry.phase =
+            Phase::Held(HeldLease { token, holder: holder.clone(), deadline, granted_at: now, pending: None });
+        Some(Lease {
+            key: entry.key.clone(),
+            token,
+            deadline,
+            priority: entry.priority,
+            failures: entry.failures,
+            last_error: entry.last_error.clone(),
+            reasons: entry.reasons.clone(),
+            enqueued_at: entry.enqueued_at.unwrap_or(popped.ready_since),
+            granted_at: now,
+        })
+    }
+
+    fn lease_ttl(&self, asked: Option<Duration>) -> Duration {
+        asked.filter(|ttl| !ttl.is_zero()).unwrap_or(self.settings.lease_ttl).min(self.settings.max_lease_ttl)
+    }
+
+    // ----- ending leases -----
+
+    /// `Done`: the holder finished; a key added meanwhile is queued again.
+    pub(crate) fn done(&mut self, key: &K, token: LeaseToken, now: Instant) -> Result<(), QueueError> {
+        let slot = self.held_slot(key, token)?;
+        self.end_lease(slot, LeaseEnd::Done, now);
+        Ok(())
+    }
+
+    /// `Finish`: `Done` plus what the outcome asks for.
+    pub(crate) fn finish(&mut self, key: &K, token: LeaseToken, outcome: FinishOutcome, now: Instant) -> Result<(), QueueError> {
+        let slot = self.held_slot(key, token)?;
+        let end = match outcome {
+            FinishOutcome::Success => LeaseEnd::Success,
+            FinishOutcome::Retry { error } => LeaseEnd::Retry(error),
+            FinishOutcome::RequeueAfter(delay) => LeaseEnd::RequeueAfter(delay),
+        };
+        self.end_lease(slot, end, now);
+        Ok(())
+    }
+
+    /// `Extend`: moves the lease's deadline to `now + ttl`.
+    pub(crate) fn extend(&mut self, key: &K, token: LeaseToken, ttl: Option<Duration>, now: Instant) -> Result<LeaseRenewal, QueueError> {
+        let slot = self.held_slot(key, token)?;
+        let deadline = now + self.lease_ttl(ttl);
+        let Phase::Held(held) = &mut self.entries[slot].phase else { unreachable!("held_slot checked the phase") };
+        self.leases.remove(&(held.deadline, token));
+        held.deadline = deadline;
+        self.leases.insert((deadline, token), slot);
+        self.note_deadline(deadline);
+        Ok(LeaseRenewal { deadline, cancel: self.cancel_held })
+    }
+
+    /// Returns every lease of `holder` to the queue, as failures; how many.
+    pub(crate) fn release_holder(&mut self, holder: &Holder, now: Instant) -> usize {
+        let slots: Vec<Slot> = self
+            .leases
+            .values()
+            .copied()
+            .filter(|&slot| matches!(&self.entries[slot].phase, Phase::Held(held) if held.holder == *holder))
+            .collect();
+        for &slot in &slots {
+            self.end_lease(slot, LeaseEnd::Lost(ReasonKind::LeaseReleased), now);
+        }
+        slots.len()
+    }
+
+    /// Returns every held key to the queue without counting a failure (the
+    /// end of a drain); how many.
+    pub(crate) fn return_all_held(&mut self, now: Instant) -> usize {
+        let slots: Vec<Slot> = self.leases.values().copied().collect();
+        for &slot in &slots {
+            self.end_lease(slot, LeaseEnd::Returned, now);
+        }
+        slots.len()
+    }
+
+    fn held_slot(&self, key: &K, token: LeaseToken) -> Result<Slot, QueueError> {
+        let stale = QueueError::StaleToken { token };
+        let &slot = self.index.get(key).ok_or(stale.clone())?;
+        match &self.entries[slot].phase {
+            Phase::Held(held) if held.token == token => Ok(slot),
+            _ => Err(stale),
+        }
+    }
+
+    /// The one place a lease ends: bookkeeping of failures, then the key is
+    /// queued again (if the outcome or a dirty add asks) or forgotten.
+    fn end_lease(&mut self, slot: Slot, end: LeaseEnd, now: Instant) {
+        let entry = &mut self.entries[slot];
+        let Phase::Held(held) = std::mem::replace(&mut entry.phase, Phase::Idle) else {
+            unreachable!("only held keys have leases")
+        };
+        self.leases.remove(&(held.deadline, held.token));
+        let lease_priority = entry.priority;
+        entry.reasons = ReasonSet::new();
+        entry.enqueued_at = None;
+
+        let requeue: Option<(ReasonKind, Instant)> = match end {
+            LeaseEnd::Done => None,
+            LeaseEnd::Success => {
+                entry.failures = 0;
+                entry.last_error = None;
+                None
+            }
+            LeaseEnd::RequeueAfter(delay) => {
+                entry.failures = 0;
+                entry.last_error = None;
+                Some((ReasonKind::RequeueAfter, now + delay))
+            }
+            LeaseEnd::Retry(error) => {
+                entry.last_error = Some(Arc::from(error));
+                let delay = self.count_failure(slot, now);
+                Some((ReasonKind::Retry, now + delay))
+            }
+            LeaseEnd::Lost(kind) => {
+                entry.last_error = Some(Arc::from(match kind {
+                    ReasonKind::LeaseExpired => "lease expired before the worker finished",
+                    _ => "the worker holding the lease went away",
+                }));
+                let delay = self.count_failure(slot, now);
+                Some((kind, now + delay))
+            }
+            LeaseEnd::Returned => Some((ReasonKind::ShutdownReturned, now)),
+        };
+
+        if let Some((kind, ready_at)) = requeue {
+            self.enqueue_slot(slot, lease_priority, ReasonSet::from(Reason::of(kind)), ready_at, now);
+        }
+        if let Some(pending) = held.pending {
+            self.enqueue_slot(slot, pending.priority, pending.reasons, pending.ready_at, now);
+            if requeue.is_none() {
+                self.entries[slot].enqueued_at = Some(pending.enqueued_at);
+            }
+        }
+        self.remove_if_idle(slot);
+    }
+
+    fn remove_if_idle(&mut self, slot: Slot) {
+        let entry = &self.entries[slot];
+        if matches!(entry.phase, Phase::Idle) && entry.failures == 0 {
+            let entry = self.entries.remove(slot);
+            self.index.remove(&entry.key);
+        }
+    }
+
+    // ----- failures -----
+
+    /// `Forget`: clears the key's failure count and last error.
+    pub(crate) fn forget(&mut self, key: &K) {
+        if let Some(&slot) = self.index.get(key) {
+            let entry = &mut self.entries[slot];
+            entry.failures = 0;
+            entry.last_error = None;
+            self.remove_if_idle(slot);
+        }
+    }
+
+    /// `NumRequeues`: failures since the key was last forgotten.
+    pub(crate) fn num_requeues(&self, key: &K) -> u32 {
+        self.index.get(key).map_or(0, |&slot| self.entries[slot].failures)
+    }
+
+    // ----- time -----
+
+    /// Makes due waiting keys ready and ends expired leases.
+    pub(crate) fn advance(&mut self, now: Instant) {
+        while let Some((&(until, seq), &slot)) = self.waiting.first_key_value() {
+            if until > now {
+                break;
+            }
+            self.waiting.remove(&(until, seq));
+            self.make_ready(slot, now);
+        }
+        while let Some((&(deadline, _), &slot)) = self.leases.first_key_value() {
+            if deadline > now {
+                break;
+            }
+            self.end_lease(slot, LeaseEnd::Lost(ReasonKind::LeaseExpired), now);
+        }
+    }
+
+    /// The next instant at which `advance` has something to do.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        let waiting = self.waiting.first_key_value().map(|(&(until, _), _)| until);
+        let lease = self.leases.first_key_value().map(|(&(deadline, _), _)| deadline);
+        match (waiting, lease) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Records what the timer now sleeps towards.
+    pub(crate) fn set_timer_target(&mut self, target: Option<Instant>) {
+        self.timer_target = target;
+        self.timer_stale = false;
+    }
+
+    /// Whether a deadline earlier than the timer's target appeared since it last looked.
+    pub(crate) fn take_timer_stale(&mut self) -> bool {
+        std::mem::take(&mut self.timer_stale)
+    }
+
+    /// How many keys became ready since the last call, to wake that many waiters.
+    pub(crate) fn take_wakeups(&mut self) -> usize {
+        std::mem::take(&mut self.wakeups)
+    }
+
+    // ----- shutdown -----
+
+    pub(crate) fn shut_down(&mut self, cancel_held: bool) {
+        self.shutting_down = true;
+        self.cancel_held |= cancel_held;
+    }
+
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        self.shutting_down
+    }
+
+    // ----- introspection -----
+
+    /// `Len`: keys ready to be handed out (client-go counts only these).
+    pub(crate) fn len(&self) -> usize {
+        self.ready.len()
+    }
+
+    pub(crate) fn held(&self) -> usize {
+        self.leases.len()
+    }
+
+    pub(crate) fn counts(&self) -> QueueCounts {
+        let dirty = self
+            .leases
+            .values()
+            .filter(|&&slot| matches!(&self.entries[slot].phase, Phase::Held(held) if held.pending.is_some()))
+            .count();
+        QueueCounts {
+            ready_by_priority: self.ready.counts(),
+            ready: self.ready.len(),
+            waiting: self.waiting.len(),
+            held: self.leases.len(),
+            dirty,
+            tracked: self.entries.len(),
+        }
+    }
+
+    pub(crate) fn key_status(&self, key: &K) -> KeyStatus {
+        let Some(&slot) = self.index.get(key) else {
+            return KeyStatus {
+                phase: KeyPhase::Absent,
+                priority: 0,
+                failures: 0,
+                last_error: None,
+                reasons: ReasonSet::new(),
+                enqueued_at: None,
+            };
+        };
+        let entry = &self.entries[slot];
+        let phase = match &entry.phase {
+            Phase::Idle => KeyPhase::Absent,
+            Phase::Ready { since, .. } => KeyPhase::Queued { since: *since },
+            Phase::Waiting { until, .. } => KeyPhase::Waiting { until: *until },
+            Phase::Held(held) => KeyPhase::Held {
+                holder: held.holder.clone(),
+                deadline: held.deadline,
+                granted_at: held.granted_at,
+                dirty: held.pending.as_ref().map(|p| DirtyStatus {
+                    priority: p.priority,
+                    reasons: p.reasons.clone(),
+                    ready_at: p.ready_at,
+                }),
+            },
+        };
+        KeyStatus {
+            phase,
+            priority: entry.priority,
+            failures: entry.failures,
+            last_error: entry.last_error.clone(),
+            reasons: entry.reasons.clone(),
+            enqueued_at: entry.enqueued_at,
+        }
+    }
+
+    /// Sizes of every internal collection, to prove memory returns to zero.
+    #[cfg(test)]
+    pub(crate) fn internal_sizes(&self) -> [usize; 5] {
+        [self.index.len(), self.entries.len(), self.ready.len(), self.waiting.len(), self.leases.len()]
+    }
+}

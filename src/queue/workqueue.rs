@@ -1,0 +1,295 @@
+//! `WorkQueue`: the shared, async face of one queue.
+//!
+//! A mutex around the state machine (never held across `.await`), a `Notify`
+//! that wakes workers waiting in `get`, and one background timer task that
+//! makes delayed keys ready and expires leases at their deadlines. The timer
+//! task holds only a weak reference and ends when the last handle is dropped.
+
+use std::hash::Hash;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio::time::{Instant, sleep_until};
+
+use super::error::QueueError;
+use super::introspect::{KeyStatus, QueueCounts};
+use super::lease::{FinishOutcome, Holder, Lease, LeaseRenewal, LeaseToken};
+use super::reason::Reason;
+use super::settings::{QueueSettings, SettingsError};
+use super::state::{AddOutcome, QueueState};
+
+/// One named queue; cheap to clone, all clones share the queue.
+pub struct WorkQueue<K> {
+    shared: Arc<Shared<K>>,
+}
+
+impl<K> Clone for WorkQueue<K> {
+    fn clone(&self) -> Self {
+        WorkQueue { shared: self.shared.clone() }
+    }
+}
+
+struct Shared<K> {
+    name: Arc<str>,
+    state: Mutex<QueueState<K>>,
+    /// Wakes workers waiting in `get` when keys become ready or at shutdown.
+    ready: Notify,
+    /// Wakes whoever waits for the last lease to end during a drain.
+    leases_ended: Notify,
+    /// Wakes the timer task when an earlier deadline appears or the queue goes away.
+    timer: Arc<Notify>,
+}
+
+impl<K> Drop for Shared<K> {
+    fn drop(&mut self) {
+        // The timer task sees the weak reference dead and returns.
+        self.timer.notify_one();
+    }
+}
+
+/// What a drain did with the keys held when it began.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DrainReport {
+    /// Leases that ended by their worker within the grace period.
+    pub finished: usize,
+    /// Leases still held at the deadline, handed back to the queue.
+    pub returned: usize,
+}
+
+impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
+    /// Creates a queue and starts its timer task; needs a tokio runtime.
+    pub fn new(name: impl Into<Arc<str>>, settings: QueueSettings) -> Result<Self, SettingsError> {
+        let name = name.into();
+        settings.validate(&format!("queues.{name}"))?;
+        let timer = Arc::new(Notify::new());
+        let shared = Arc::new(Shared {
+            name,
+            state: Mutex::new(QueueState::new(settings, Instant::now())),
+            ready: Notify::new(),
+            leases_ended: Notify::new(),
+            timer: timer.clone(),
+        });
+        tokio::spawn(run_timer(Arc::downgrade(&shared), timer));
+        Ok(WorkQueue { shared })
+    }
+
+    pub fn name(&self) -> &Arc<str> {
+        &self.shared.name
+    }
+
+    pub fn settings(&self) -> QueueSettings {
+        self.shared.state.lock().settings().clone()
+    }
+
+    /// `Add`: the key is ready now, at `priority` (never lowering a queued key's).
+    pub fn add(&self, key: K, priority: i32, reason: Reason) -> Result<AddOutcome, QueueError> {
+        self.with_state(|state, now| state.add(key, priority, reason, now))
+    }
+
+    /// `AddAfter`: the key is ready after `delay`; an earlier ready time wins.
+    pub fn add_after(&self, key: K, delay: Duration, priority: i32, reason: Reason) -> Result<AddOutcome, QueueError> {
+        self.with_state(|state, now| state.add_after(key, delay, priority, reason, now))
+    }
+
+    /// `AddRateLimited`: counts a failure and delays the key by the rate
+    /// limiter; returns the delay and the key's failure count.
+    pub fn add_rate_limited(&self, key: K, priority: i32, reason: Reason) -> Result<(Duration, u32), QueueError> {
+        self.with_state(|state, now| state.add_rate_limited(key, priority, reason, now))
+    }
+
+    /// `Get`: waits for a ready key and leases it to `holder`.
+    ///
+    /// Cancel-safe: a key is taken only inside the poll that returns it, so
+    /// dropping the future at any await point loses nothing. Fails with
+    /// `ShuttingDown` once the queue shuts down.
+    pub async fn get(&self, holder: &Holder, ttl: Option<Duration>) -> Result<Lease<K>, QueueError> {
+        let mut leases = self.get_many(holder, 1, ttl).await?;
+        Ok(leases.pop().expect("get_many returns at least one lease"))
+    }
+
+    /// Waits for at least one ready key, then takes up to `max` that are ready.
+    pub async fn get_many(&self, holder: &Holder, max: usize, ttl: Option<Duration>) -> Result<Vec<Lease<K>>, QueueError> {
+        let max = max.max(1);
+        loop {
+            // Register interest before looking, so an add between the look and
+            // the await still wakes us.
+            let notified = self.shared.ready.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(leases) = self.try_get_many(holder, max, ttl)? {
+                return Ok(leases);
+            }
+            notified.await;
+        }
+    }
+
+    /// Takes up to `max` ready keys without waiting; `None` when none is ready.
+    pub fn try_get_many(&self, holder: &Holder, max: usize, ttl: Option<Duration>) -> Result<Option<Vec<Lease<K>>>, QueueError> {
+        self.with_state(|state, now| {
+            let mut leases = Vec::new();
+            while leases.len() < max {
+                match state.grant(holder, ttl, now) {
+                    Some(lease) => leases.push(lease),
+                    None => break,
+                }
+            }
+            if !leases.is_empty() {
+                Ok(Some(leases))
+            } else if state.is_shutting_down() {
+                Err(QueueError::ShuttingDown)
+            } else {
+                Ok(None)
+            }
+        })
+    }
+
+    /// `Done`: the lease ends; a key added meanwhile goes back to the queue.
+    pub fn done(&self, key: &K, token: LeaseToken) -> Result<(), QueueError> {
+        self.with_state(|state, now| state.done(key, token, now))
+    }
+
+    /// `Finish`: ends the lease with an outcome (success, retry, requeue after).
+    pub fn finish(&self, key: &K, token: LeaseToken, outcome: FinishOutcome) -> Result<(), QueueError> {
+        self.with_state(|state, now| state.finish(key, token, outcome, now))
+    }
+
+    /// `Extend`: pushes the lease's deadline to now plus `ttl` (or the default).
+    pub fn extend(&self, key: &K, token: LeaseToken, ttl: Option<Duration>) -> Result<LeaseRenewal, QueueError> {
+        self.with_state(|state, now| state.extend(key, token, ttl, now))
+    }
+
+    /// Returns every lease of `holder` to the queue at once (its worker went
+    /// away), counted as failures so a crash-looping key backs off.
+    pub fn release_holder(&self, holder: &Holder) -> usize {
+        self.with_state(|state, now| state.release_holder(holder, now))
+    }
+
+    /// `Forget`: clears the key's failures.
+    pub fn forget(&self, key: &K) {
+        self.with_state(|state, _| state.forget(key))
+    }
+
+    /// `NumRequeues`: the key's failures since it was last forgotten.
+    pub fn num_requeues(&self, key: &K) -> u32 {
+        self.shared.state.lock().num_requeues(key)
+    }
+
+    /// `Len`: keys ready now.
+    pub fn len(&self) -> usize {
+        self.with_state(|state, _| state.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn counts(&self) -> QueueCounts {
+        self.with_state(|state, _| state.counts())
+    }
+
+    pub fn key_status(&self, key: &K) -> KeyStatus {
+        self.with_state(|state, _| state.key_status(key))
+    }
+
+    /// `ShuttingDown`.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shared.state.lock().is_shutting_down()
+    }
+
+    /// `ShutDown`: stops granting at once and tells holders (through `Extend`)
+    /// to stop. Held leases can still be ended; waiting `get`s return
+    /// `ShuttingDown`.
+    ///
+    /// Unlike client-go, keys still queued are not handed out afterwards: a
+    /// sidecar shuts down because its process is going away.
+    pub fn shut_down(&self) {
+        self.shared.state.lock().shut_down(true);
+        self.shared.ready.notify_waiters();
+    }
+
+    /// `ShutDownWithDrain`: stops granting, waits up to `grace` for held
+    /// leases to end, then hands the rest back to the queue.
+    pub async fn shut_down_with_drain(&self, grace: Duration) -> DrainReport {
+        let deadline = Instant::now() + grace;
+        let held_at_start = {
+            let mut state = self.shared.state.lock();
+            state.shut_down(false);
+            state.held()
+        };
+        self.shared.ready.notify_waiters();
+        loop {
+            let ended = self.shared.leases_ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            let held = self.with_state(|state, _| state.held());
+            if held == 0 {
+                return DrainReport { finished: held_at_start, returned: 0 };
+            }
+            tokio::select! {
+                _ = ended => {}
+                _ = sleep_until(deadline) => {
+                    let returned = self.with_state(|state, now| state.return_all_held(now));
+                    return DrainReport { finished: held_at_start.saturating_sub(returned), returned };
+                }
+            }
+        }
+    }
+
+    fn with_state<T>(&self, f: impl FnOnce(&mut QueueState<K>, Instant) -> T) -> T {
+        self.shared.with_state(f)
+    }
+}
+
+impl<K: Clone + Eq + Hash> Shared<K> {
+    /// Runs `f` under the lock at the current instant, after bringing the
+    /// state up to date, then wakes whoever the change concerns.
+    fn with_state<T>(&self, f: impl FnOnce(&mut QueueState<K>, Instant) -> T) -> T {
+        let now = Instant::now();
+        let (result, wakeups, timer_stale, leases_left) = {
+            let mut state = self.state.lock();
+            state.advance(now);
+            let result = f(&mut state, now);
+            (result, state.take_wakeups(), state.take_timer_stale(), state.is_shutting_down().then(|| state.held()))
+        };
+        for _ in 0..wakeups {
+            self.ready.notify_one();
+        }
+        if timer_stale {
+            self.timer.notify_one();
+        }
+        if leases_left == Some(0) {
+            self.leases_ended.notify_waiters();
+        }
+        result
+    }
+}
+
+/// Sleeps until the next deadline (a delayed key's or a lease's), then moves
+/// time forward in the state; woken early when an earlier deadline appears.
+async fn run_timer<K: Clone + Eq + Hash>(shared: Weak<Shared<K>>, wake: Arc<Notify>) {
+    loop {
+        let next = {
+            let Some(shared) = shared.upgrade() else { return };
+            shared.with_state(|state, _| {
+                let next = state.next_deadline();
+                state.set_timer_target(next);
+                next
+            })
+        };
+        match next {
+            Some(at) => {
+                tokio::select! {
+                    _ = sleep_until(at) => {}
+                    _ = wake.notified() => {}
+                }
+            }
+            None => wake.notified().await,
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "workqueue_tests.rs"]
+mod tests;

@@ -1,0 +1,538 @@
+//! Unit tests of `WorkQueue`, one rule each, with paused tokio time.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::{Instant, advance};
+use tokio_test::{assert_pending, assert_ready, task};
+
+use super::*;
+use crate::queue::{KeyPhase, RateLimiterSpec, ReasonKind};
+
+fn manual() -> Reason {
+    Reason::of(ReasonKind::Manual)
+}
+
+fn worker(name: &str) -> Holder {
+    Arc::from(name)
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Settings whose rate limiter is only the exponential one, for exact delays.
+fn settings() -> QueueSettings {
+    QueueSettings {
+        rate_limiter: RateLimiterSpec::Exponential { base: ms(5), max: Duration::from_secs(1000) },
+        ..QueueSettings::default()
+    }
+}
+
+fn queue() -> WorkQueue<String> {
+    WorkQueue::new("test", settings()).unwrap()
+}
+
+fn add(q: &WorkQueue<String>, key: &str, priority: i32) {
+    q.add(key.to_string(), priority, manual()).unwrap();
+}
+
+fn take(q: &WorkQueue<String>) -> Option<Lease<String>> {
+    q.try_get_many(&worker("w"), 1, None).unwrap().map(|mut leases| leases.remove(0))
+}
+
+fn take_key(q: &WorkQueue<String>) -> Option<String> {
+    take(q).map(|lease| lease.key)
+}
+
+/// Lets the timer task run after a clock change.
+async fn settle() {
+    for _ in 0..4 {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn add_should_queue_a_key_at_most_once() {
+    let q = queue();
+    add(&q, "a", 0);
+    assert_eq!(q.add("a".into(), 0, manual()), Ok(AddOutcome::Merged));
+    assert_eq!(q.len(), 1);
+    assert_eq!(take_key(&q).as_deref(), Some("a"));
+    assert_eq!(take_key(&q), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn key_added_while_held_should_be_dirty_and_return_after_done() {
+    let q = queue();
+    add(&q, "a", 0);
+    let lease = take(&q).unwrap();
+    assert_eq!(q.add("a".into(), 0, manual()), Ok(AddOutcome::MarkedDirty));
+    assert_eq!(q.len(), 0, "a held key is never handed to a second holder");
+    assert_eq!(take_key(&q), None);
+    q.done(&lease.key, lease.token).unwrap();
+    assert_eq!(take_key(&q).as_deref(), Some("a"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn get_should_wait_for_a_key_and_wake_on_add() {
+    let q = queue();
+    let waiter = worker("w");
+    let mut get = task::spawn(q.get(&waiter, None));
+    assert_pending!(get.poll());
+    add(&q, "a", 0);
+    assert!(get.is_woken());
+    assert_eq!(assert_ready!(get.poll()).unwrap().key, "a");
+}
+
+#[tokio::test(start_paused = true)]
+async fn add_after_should_keep_the_earliest_ready_time() {
+    let q = queue();
+    q.add_after("a".into(), ms(100), 0, manual()).unwrap();
+    q.add_after("a".into(), ms(50), 0, manual()).unwrap();
+    q.add_after("a".into(), ms(200), 0, manual()).unwrap();
+    let start = Instant::now();
+    let lease = q.get(&worker("w"), None).await.unwrap();
+    assert_eq!(lease.key, "a");
+    assert_eq!(Instant::now() - start, ms(50));
+}
+
+#[tokio::test(start_paused = true)]
+async fn add_should_make_a_waiting_key_ready_at_once() {
+    let q = queue();
+    q.add_after("a".into(), Duration::from_secs(60), 0, manual()).unwrap();
+    assert!(matches!(q.key_status(&"a".into()).phase, KeyPhase::Waiting { .. }));
+    add(&q, "a", 0);
+    assert_eq!(take_key(&q).as_deref(), Some("a"));
+    assert_eq!(q.counts().waiting, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn add_after_on_a_ready_key_should_leave_it_ready() {
+    let q = queue();
+    add(&q, "a", 0);
+    q.add_after("a".into(), Duration::from_secs(60), 0, manual()).unwrap();
+    assert_eq!(take_key(&q).as_deref(), Some("a"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn add_rate_limited_should_back_off_exponentially_until_forget() {
+    let q = queue();
+    let key = "a".to_string();
+    assert_eq!(q.add_rate_limited(key.clone(), 0, manual()), Ok((ms(5), 1)));
+    assert_eq!(q.add_rate_limited(key.clone(), 0, manual()), Ok((ms(10), 2)));
+    assert_eq!(q.num_requeues(&key), 2);
+    let start = Instant::now();
+    let lease = q.get(&worker("w"), None).await.unwrap();
+    assert_eq!(Instant::now() - start, ms(5), "the earliest of the two delays wins");
+    assert_eq!(lease.failures, 2);
+    q.done(&key, lease.token).unwrap();
+    q.forget(&key);
+    assert_eq!(q.num_requeues(&key), 0);
+    assert_eq!(q.add_rate_limited(key.clone(), 0, manual()), Ok((ms(5), 1)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn default_rate_limiter_should_equal_client_go_controller_default() {
+    let q: WorkQueue<String> = WorkQueue::new("d", QueueSettings::default()).unwrap();
+    // Burst of 100 tokens, then the 10 qps bucket dominates the 5 ms exponential step.
+    let delays: Vec<Duration> =
+        (0..101).map(|i| q.add_rate_limited(format!("k{i}"), 0, manual()).unwrap().0).collect();
+    assert!(delays[..100].iter().all(|d| *d == ms(5)));
+    assert_eq!(delays[100], ms(100));
+}
+
+#[tokio::test(start_paused = true)]
+async fn higher_priority_should_be_served_first_and_fifo_within_a_priority() {
+    let q = queue();
+    add(&q, "slow-1", -100);
+    add(&q, "fast-1", 0);
+    add(&q, "slow-2", -100);
+    add(&q, "fast-2", 0);
+    add(&q, "urgent", 10);
+    let order: Vec<_> = std::iter::from_fn(|| take_key(&q)).collect();
+    assert_eq!(order, ["urgent", "fast-1", "fast-2", "slow-1", "slow-2"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn re_add_should_raise_priority_but_never_lower_it() {
+    let q = queue();
+    add(&q, "a", -100);
+    add(&q, "b", 0);
+    add(&q, "a", 5);
+    add(&q, "b", -100);
+    assert_eq!(q.key_status(&"a".into()).priority, 5);
+    assert_eq!(q.key_status(&"b".into()).priority, 0);
+    assert_eq!(take_key(&q).as_deref(), Some("a"));
+    assert_eq!(take_key(&q).as_deref(), Some("b"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn delayed_and_rate_limited_adds_should_carry_priority() {
+    let q = queue();
+    q.add_after("late-high".into(), ms(10), 50, manual()).unwrap();
+    q.add_rate_limited("retry-mid".into(), 20, manual()).unwrap();
+    add(&q, "now-low", -100);
+    advance(ms(20)).await;
+    settle().await;
+    let order: Vec<_> = std::iter::from_fn(|| take_key(&q)).collect();
+    assert_eq!(order, ["late-high", "retry-mid", "now-low"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_that_waited_past_max_wait_should_beat_newer_higher_priority_keys() {
+    let q: WorkQueue<String> =
+        WorkQueue::new("aging", QueueSettings { max_wait: Duration::from_secs(10), ..settings() }).unwrap();
+    add(&q, "old-slow", -100);
+    advance(Duration::from_secs(9)).await;
+    add(&q, "new-fast", 0);
+    assert_eq!(take_key(&q).as_deref(), Some("new-fast"), "not aged yet: priority decides");
+    add(&q, "newer-fast", 0);
+    advance(Duration::from_secs(1)).await;
+    assert_eq!(take_key(&q).as_deref(), Some("old-slow"), "aged: served before newer fast keys");
+    assert_eq!(take_key(&q).as_deref(), Some("newer-fast"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn reasons_should_accumulate_until_the_key_is_granted() {
+    let q = queue();
+    q.add("a".into(), 0, Reason::new(ReasonKind::Added, "users")).unwrap();
+    q.add("a".into(), 0, Reason::new(ReasonKind::Updated, "users")).unwrap();
+    q.add("a".into(), 0, Reason::new(ReasonKind::Added, "users")).unwrap();
+    let lease = take(&q).unwrap();
+    let kinds: Vec<_> = lease.reasons.iter().map(|r| r.kind).collect();
+    assert_eq!(kinds, [ReasonKind::Added, ReasonKind::Updated]);
+    q.add("a".into(), 0, Reason::new(ReasonKind::Resync, "users")).unwrap();
+    q.done(&lease.key, lease.token).unwrap();
+    let again = take(&q).unwrap();
+    let kinds: Vec<_> = again.reasons.iter().map(|r| r.kind).collect();
+    assert_eq!(kinds, [ReasonKind::Resync], "a new lease carries only the reasons since the last grant");
+}
+
+#[tokio::test(start_paused = true)]
+async fn lease_should_carry_token_deadline_and_bookkeeping() {
+    let q = queue();
+    let start = Instant::now();
+    add(&q, "a", 7);
+    advance(ms(3)).await;
+    let first = take(&q).unwrap();
+    assert_eq!(first.priority, 7);
+    assert_eq!(first.enqueued_at, start);
+    assert_eq!(first.granted_at, start + ms(3));
+    assert_eq!(first.deadline, start + ms(3) + settings().lease_ttl);
+    q.done(&first.key, first.token).unwrap();
+    add(&q, "a", 0);
+    let second = take(&q).unwrap();
+    assert_ne!(first.token, second.token, "every grant gets a new token");
+}
+
+#[tokio::test(start_paused = true)]
+async fn stale_token_should_be_rejected_and_change_nothing() {
+    let q = queue();
+    add(&q, "a", 0);
+    let first = take(&q).unwrap();
+    q.done(&first.key, first.token).unwrap();
+    add(&q, "a", 0);
+    let second = take(&q).unwrap();
+    let before = q.key_status(&"a".into());
+    let stale = QueueError::StaleToken { token: first.token };
+    assert_eq!(q.done(&"a".into(), first.token), Err(stale.clone()));
+    assert_eq!(q.extend(&"a".into(), first.token, None), Err(stale.clone()));
+    assert_eq!(q.finish(&"a".into(), first.token, FinishOutcome::Success), Err(stale));
+    assert_eq!(q.key_status(&"a".into()), before);
+    assert!(q.done(&"unknown".into(), second.token).is_err());
+    q.done(&"a".into(), second.token).unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn extend_should_move_the_deadline() {
+    let q = queue();
+    add(&q, "a", 0);
+    let lease = take(&q).unwrap();
+    advance(Duration::from_secs(20)).await;
+    let renewal = q.extend(&lease.key, lease.token, Some(Duration::from_secs(60))).unwrap();
+    assert_eq!(renewal.deadline, Instant::now() + Duration::from_secs(60));
+    assert!(!renewal.cancel);
+    advance(Duration::from_secs(59)).await;
+    settle().await;
+    q.done(&lease.key, lease.token).unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn extend_should_cap_at_max_lease_ttl() {
+    let q = queue();
+    add(&q, "a", 0);
+    let lease = take(&q).unwrap();
+    let renewal = q.extend(&lease.key, lease.token, Some(Duration::from_secs(86_400))).unwrap();
+    assert_eq!(renewal.deadline, Instant::now() + settings().max_lease_ttl);
+}
+
+#[tokio::test(start_paused = true)]
+async fn expired_lease_should_requeue_the_key_as_a_failure() {
+    let q = queue();
+    add(&q, "a", 3);
+    let lease = q.get(&worker("w"), Some(Duration::from_secs(1))).await.unwrap();
+    advance(Duration::from_secs(1)).await;
+    settle().await;
+    let status = q.key_status(&"a".into());
+    assert!(matches!(status.phase, KeyPhase::Waiting { .. }), "backs off by the rate limiter: {status:?}");
+    assert_eq!(status.failures, 1);
+    assert!(status.reasons.contains_kind(ReasonKind::LeaseExpired));
+    assert_eq!(q.done(&lease.key, lease.token), Err(QueueError::StaleToken { token: lease.token }));
+    let again = q.get(&worker("w2"), None).await.unwrap();
+    assert_eq!((again.key.as_str(), again.priority, again.failures), ("a", 3, 1));
+    assert_eq!(Instant::now() - lease.granted_at, Duration::from_secs(1) + ms(5));
+}
+
+#[tokio::test(start_paused = true)]
+async fn token_used_at_its_deadline_should_be_stale_even_before_the_timer_runs() {
+    let q = queue();
+    add(&q, "a", 0);
+    let lease = take(&q).unwrap();
+    advance(settings().lease_ttl).await;
+    assert!(q.done(&lease.key, lease.token).is_err());
+}
+
+#[tokio::test(start_paused = true)]
+async fn release_holder_should_return_all_its_keys_at_once() {
+    let q = queue();
+    for key in ["a", "b", "c"] {
+        add(&q, key, 0);
+    }
+    let gone = worker("gone");
+    let held = q.try_get_many(&gone, 2, None).unwrap().unwrap();
+    let other = take(&q).unwrap();
+    assert_eq!(q.release_holder(&gone), 2);
+    for lease in &held {
+        let status = q.key_status(&lease.key);
+        assert_eq!(status.failures, 1);
+        assert!(status.reasons.contains_kind(ReasonKind::LeaseReleased));
+    }
+    assert!(matches!(q.key_status(&other.key).phase, KeyPhase::Held { .. }));
+    advance(ms(5)).await;
+    let mut back: Vec<_> = std::iter::from_fn(|| take_key(&q)).collect();
+    back.sort();
+    assert_eq!(back, ["a", "b"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn finish_success_should_forget_and_release() {
+    let q = queue();
+    q.add_rate_limited("a".into(), 0, manual()).unwrap();
+    let lease = q.get(&worker("w"), None).await.unwrap();
+    q.finish(&lease.key, lease.token, FinishOutcome::Success).unwrap();
+    assert_eq!(q.num_requeues(&lease.key), 0);
+    assert_eq!(q.counts().tracked, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn finish_retry_should_back_off_and_keep_the_error() {
+    let q = queue();
+    add(&q, "a", 4);
+    let lease = take(&q).unwrap();
+    q.finish(&lease.key, lease.token, FinishOutcome::Retry { error: "conflict".into() }).unwrap();
+    let status = q.key_status(&lease.key);
+    assert!(matches!(status.phase, KeyPhase::Waiting { until } if until == Instant::now() + ms(5)));
+    assert_eq!((status.failures, status.last_error.as_deref(), status.priority), (1, Some("conflict"), 4));
+    assert!(status.reasons.contains_kind(ReasonKind::Retry));
+    let again = q.get(&worker("w"), None).await.unwrap();
+    assert_eq!(again.last_error.as_deref(), Some("conflict"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn finish_requeue_after_should_forget_and_delay() {
+    let q = queue();
+    q.add_rate_limited("a".into(), 0, manual()).unwrap();
+    let lease = q.get(&worker("w"), None).await.unwrap();
+    q.finish(&lease.key, lease.token, FinishOutcome::RequeueAfter(Duration::from_secs(30))).unwrap();
+    let status = q.key_status(&lease.key);
+    assert_eq!(status.failures, 0);
+    assert!(matches!(status.phase, KeyPhase::Waiting { until } if until == Instant::now() + Duration::from_secs(30)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn dirty_add_during_retry_should_make_the_key_ready_at_the_earliest_time() {
+    let q = queue();
+    add(&q, "a", -100);
+    let lease = take(&q).unwrap();
+    add(&q, "a", 0);
+    q.finish(&lease.key, lease.token, FinishOutcome::Retry { error: "boom".into() }).unwrap();
+    let status = q.key_status(&lease.key);
+    assert!(matches!(status.phase, KeyPhase::Queued { .. }), "the event while held makes it ready now: {status:?}");
+    assert_eq!(status.priority, 0);
+    assert!(status.reasons.contains_kind(ReasonKind::Retry) && status.reasons.contains_kind(ReasonKind::Manual));
+}
+
+#[tokio::test(start_paused = true)]
+async fn key_status_should_describe_every_phase() {
+    let q = queue();
+    let key = "a".to_string();
+    assert_eq!(q.key_status(&key).phase, KeyPhase::Absent);
+    q.add_after(key.clone(), ms(10), 0, manual()).unwrap();
+    assert_eq!(q.key_status(&key).phase, KeyPhase::Waiting { until: Instant::now() + ms(10) });
+    advance(ms(10)).await;
+    assert_eq!(q.key_status(&key).phase, KeyPhase::Queued { since: Instant::now() });
+    let lease = take(&q).unwrap();
+    q.add(key.clone(), 9, Reason::new(ReasonKind::Updated, "users")).unwrap();
+    match q.key_status(&key).phase {
+        KeyPhase::Held { holder, deadline, dirty: Some(dirty), .. } => {
+            assert_eq!(&*holder, "w");
+            assert_eq!(deadline, lease.deadline);
+            assert_eq!(dirty.priority, 9);
+            assert!(dirty.reasons.contains_kind(ReasonKind::Updated));
+        }
+        other => panic!("expected held and dirty, got {other:?}"),
+    }
+    let counts = q.counts();
+    assert_eq!((counts.held, counts.dirty, counts.ready, counts.waiting), (1, 1, 0, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn counts_should_report_ready_per_priority() {
+    let q = queue();
+    add(&q, "a", 0);
+    add(&q, "b", -100);
+    add(&q, "c", -100);
+    q.add_after("d".into(), ms(10), 0, manual()).unwrap();
+    let counts = q.counts();
+    assert_eq!(counts.ready_by_priority, vec![(0, 1), (-100, 2)]);
+    assert_eq!((counts.ready, counts.waiting, counts.tracked), (3, 1, 4));
+}
+
+#[tokio::test(start_paused = true)]
+async fn shut_down_should_stop_granting_and_wake_waiters() {
+    let q = queue();
+    let holder = worker("w");
+    add(&q, "held", 0);
+    let lease = take(&q).unwrap();
+    let mut get = task::spawn(q.get(&holder, None));
+    assert_pending!(get.poll());
+    q.shut_down();
+    assert!(q.is_shutting_down());
+    assert_eq!(assert_ready!(get.poll()), Err(QueueError::ShuttingDown));
+    assert_eq!(q.add("x".into(), 0, manual()), Err(QueueError::ShuttingDown));
+    assert!(q.extend(&lease.key, lease.token, None).unwrap().cancel, "holders are told to stop");
+    q.done(&lease.key, lease.token).unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn drain_should_wait_for_held_leases_to_finish() {
+    let q = queue();
+    add(&q, "a", 0);
+    let lease = take(&q).unwrap();
+    let drain = tokio::spawn({
+        let q = q.clone();
+        async move { q.shut_down_with_drain(Duration::from_secs(10)).await }
+    });
+    advance(Duration::from_secs(2)).await;
+    assert!(!q.extend(&lease.key, lease.token, None).unwrap().cancel, "a drain lets holders finish");
+    q.finish(&lease.key, lease.token, FinishOutcome::Success).unwrap();
+    assert_eq!(drain.await.unwrap(), DrainReport { finished: 1, returned: 0 });
+}
+
+#[tokio::test(start_paused = true)]
+async fn drain_should_hand_back_what_is_still_held_at_the_deadline() {
+    let q = queue();
+    add(&q, "a", 0);
+    add(&q, "b", 0);
+    let a = take(&q).unwrap();
+    let b = take(&q).unwrap();
+    let drain = tokio::spawn({
+        let q = q.clone();
+        async move { q.shut_down_with_drain(Duration::from_secs(5)).await }
+    });
+    settle().await;
+    q.done(&a.key, a.token).unwrap();
+    assert_eq!(drain.await.unwrap(), DrainReport { finished: 1, returned: 1 });
+    assert!(q.done(&b.key, b.token).is_err(), "the returned lease's token is stale");
+    let status = q.key_status(&b.key);
+    assert!(matches!(status.phase, KeyPhase::Queued { .. }));
+    assert!(status.reasons.contains_kind(ReasonKind::ShutdownReturned));
+    assert_eq!(status.failures, 0, "a shutdown is not the key's failure");
+}
+
+#[tokio::test(start_paused = true)]
+async fn full_queue_should_refuse_new_keys_but_merge_known_ones() {
+    let q: WorkQueue<String> = WorkQueue::new("small", QueueSettings { max_keys: Some(2), ..settings() }).unwrap();
+    add(&q, "a", 0);
+    add(&q, "b", 0);
+    assert_eq!(q.add("c".into(), 0, manual()), Err(QueueError::Full { limit: 2 }));
+    assert_eq!(q.add("a".into(), 0, manual()), Ok(AddOutcome::Merged));
+}
+
+#[tokio::test(start_paused = true)]
+async fn new_should_reject_bad_settings_naming_the_queue_and_field() {
+    let err = WorkQueue::<String>::new("orders", QueueSettings { max_wait: Duration::ZERO, ..settings() }).err().unwrap();
+    assert_eq!(err.setting, "queues.orders.max_wait");
+}
+
+/// Polls a `get` future `polls` times, adding a key after poll number
+/// `add_after_poll`, then drops it; the key must be either returned by one of
+/// those polls or still queued.
+fn drop_get_after<F: Future<Output = Result<Lease<String>, QueueError>>>(
+    q: &WorkQueue<String>,
+    get: F,
+    polls: usize,
+    add_after_poll: usize,
+) -> Option<Lease<String>> {
+    let mut get = task::spawn(get);
+    for poll in 0..polls {
+        if poll == add_after_poll {
+            add(q, "a", 0);
+        }
+        if let std::task::Poll::Ready(result) = get.poll() {
+            return Some(result.unwrap());
+        }
+    }
+    if polls <= add_after_poll {
+        add(q, "a", 0);
+    }
+    None
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_get_at_any_point_should_lose_no_key() {
+    for polls in 0..4 {
+        for add_after_poll in 0..4 {
+            let q = queue();
+            let holder = worker("w");
+            let taken = drop_get_after(&q, q.get(&holder, None), polls, add_after_poll);
+            match taken {
+                Some(lease) => {
+                    assert_eq!(lease.key, "a");
+                    assert_eq!(q.counts().held, 1);
+                }
+                None => {
+                    assert_eq!(q.len(), 1, "polls={polls} add_after_poll={add_after_poll}: the key is still queued");
+                    // And a waiter that comes later still gets it.
+                    assert_eq!(take_key(&q).as_deref(), Some("a"));
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_waiter_should_pass_its_wakeup_to_the_next() {
+    let q = queue();
+    let holder = worker("w");
+    let mut first = task::spawn(q.get(&holder, None));
+    let mut second = task::spawn(q.get(&holder, None));
+    assert_pending!(first.poll());
+    assert_pending!(second.poll());
+    add(&q, "a", 0);
+    drop(first);
+    assert!(second.is_woken(), "the notification of the dropped waiter is forwarded");
+    assert_eq!(assert_ready!(second.poll()).unwrap().key, "a");
+}
+
+#[tokio::test(start_paused = true)]
+async fn timer_should_end_when_the_last_handle_is_dropped() {
+    let q = queue();
+    q.add_after("a".into(), Duration::from_secs(3600), 0, manual()).unwrap();
+    let weak = Arc::downgrade(&q.shared);
+    drop(q);
+    settle().await;
+    assert!(weak.upgrade().is_none());
+}

@@ -1,0 +1,4 @@
+//! Shared helpers for the integration tests; each test binary declares
+//! `mod support;` and uses what it needs.
+
+pub mod control_plane;
