@@ -76,8 +76,8 @@ fn collect_protos(dir: &Path, files: &mut Vec<PathBuf>) -> io::Result<()> {
     Ok(())
 }
 
-/// Renders a protox error with its file and location, which its `Display`
-/// alone leaves out.
+/// Renders a protox error as `file:line:column: message`: its `Debug` form
+/// names the location, which its `Display` leaves out.
 fn protox_error(err: &protox::Error) -> String {
-    format!("compiling {PROTO_DIR}/: {err}\n{err:?}")
+    format!("compiling {PROTO_DIR}/: {err:?}")
 }
