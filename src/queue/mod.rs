@@ -16,6 +16,11 @@ mod settings;
 mod state;
 mod workqueue;
 
+#[cfg(test)]
+mod memory_tests;
+#[cfg(test)]
+mod model_tests;
+
 pub use error::QueueError;
 pub use introspect::{DirtyStatus, KeyPhase, KeyStatus, QueueCounts};
 pub use lease::{FinishOutcome, Holder, Lease, LeaseRenewal, LeaseToken};

@@ -1,0 +1,440 @@
+//! Model-based property test: random operation sequences run against the
+//! state machine and a plain reference model, with the invariants checked
+//! after every step.
+//!
+//! The model is written independently of `state.rs`: plain maps and linear
+//! scans. After each step the whole observable state of every key must agree
+//! (phase, priority, ready time, deadline, dirty add, failures, last error),
+//! and the key chosen by a grant must be one the rules allow: the oldest
+//! ready key once it waited `max_wait`, otherwise a key of the highest
+//! priority that became ready first.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use tokio::time::Instant;
+
+use super::introspect::KeyPhase;
+use super::lease::{FinishOutcome, Holder, LeaseToken};
+use super::rate_limit::RateLimiterSpec;
+use super::reason::{Reason, ReasonKind};
+use super::settings::QueueSettings;
+use super::state::QueueState;
+use super::QueueError;
+
+const KEYS: [&str; 6] = ["a", "b", "c", "d", "e", "f"];
+const HOLDERS: [&str; 3] = ["w1", "w2", "w3"];
+const BASE_MS: u64 = 4;
+const MAX_MS: u64 = 64;
+const TTL_MS: u64 = 50;
+const MAX_TTL_MS: u64 = 200;
+const MAX_WAIT_MS: u64 = 30;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Add { key: usize, priority: i32 },
+    AddAfter { key: usize, delay_ms: u64, priority: i32 },
+    AddRateLimited { key: usize, priority: i32 },
+    Get { holder: usize, ttl_ms: Option<u64> },
+    Done { key: usize, stale: bool },
+    Finish { key: usize, stale: bool, outcome: Outcome },
+    Extend { key: usize, stale: bool, ttl_ms: Option<u64> },
+    Forget { key: usize },
+    Release { holder: usize },
+    Advance { ms: u64 },
+    ShutDown,
+}
+
+#[derive(Debug, Clone)]
+enum Outcome {
+    Success,
+    Retry,
+    RequeueAfter(u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let key = 0..KEYS.len();
+    let priority = prop_oneof![Just(-100), Just(0), Just(5)];
+    prop_oneof![
+        6 => (key.clone(), priority.clone()).prop_map(|(key, priority)| Op::Add { key, priority }),
+        3 => (key.clone(), 0..40u64, priority.clone()).prop_map(|(key, delay_ms, priority)| Op::AddAfter { key, delay_ms, priority }),
+        2 => (key.clone(), priority).prop_map(|(key, priority)| Op::AddRateLimited { key, priority }),
+        6 => (0..HOLDERS.len(), prop::option::of(1..300u64)).prop_map(|(holder, ttl_ms)| Op::Get { holder, ttl_ms }),
+        3 => (key.clone(), prop::bool::weighted(0.2)).prop_map(|(key, stale)| Op::Done { key, stale }),
+        3 => (key.clone(), prop::bool::weighted(0.2), prop_oneof![Just(Outcome::Success), Just(Outcome::Retry), (0..40u64).prop_map(Outcome::RequeueAfter)])
+            .prop_map(|(key, stale, outcome)| Op::Finish { key, stale, outcome }),
+        2 => (key.clone(), prop::bool::weighted(0.3), prop::option::of(1..300u64)).prop_map(|(key, stale, ttl_ms)| Op::Extend { key, stale, ttl_ms }),
+        1 => key.prop_map(|key| Op::Forget { key }),
+        1 => (0..HOLDERS.len()).prop_map(|holder| Op::Release { holder }),
+        5 => (0..60u64).prop_map(|ms| Op::Advance { ms }),
+    ]
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum MPhase {
+    Idle,
+    Ready { since: Instant },
+    Waiting { until: Instant },
+    Held { token: LeaseToken, holder: usize, deadline: Instant, dirty: Option<(i32, Instant)> },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct MKey {
+    phase: MPhase,
+    priority: i32,
+    failures: u32,
+    last_error: Option<String>,
+}
+
+impl MKey {
+    fn idle() -> Self {
+        MKey { phase: MPhase::Idle, priority: 0, failures: 0, last_error: None }
+    }
+}
+
+/// The reference model: one record per key, no indexes.
+struct Model {
+    keys: BTreeMap<usize, MKey>,
+    shutting_down: bool,
+}
+
+impl Model {
+    fn key(&mut self, k: usize) -> &mut MKey {
+        self.keys.entry(k).or_insert_with(MKey::idle)
+    }
+
+    fn backoff(failures_before: u32) -> Duration {
+        ms((BASE_MS << failures_before.min(20)).min(MAX_MS))
+    }
+
+    fn enqueue(&mut self, k: usize, priority: i32, ready_at: Instant, now: Instant) {
+        let key = self.key(k);
+        match &mut key.phase {
+            MPhase::Idle => {
+                key.priority = priority;
+                key.phase = if ready_at <= now { MPhase::Ready { since: now } } else { MPhase::Waiting { until: ready_at } };
+            }
+            MPhase::Ready { .. } => key.priority = key.priority.max(priority),
+            MPhase::Waiting { until } => {
+                key.priority = key.priority.max(priority);
+                if ready_at <= now {
+                    key.phase = MPhase::Ready { since: now };
+                } else if ready_at < *until {
+                    *until = ready_at;
+                }
+            }
+            MPhase::Held { dirty, .. } => {
+                *dirty = Some(match *dirty {
+                    Some((p, at)) => (p.max(priority), at.min(ready_at)),
+                    None => (priority, ready_at),
+                });
+            }
+        }
+    }
+
+    fn fail(&mut self, k: usize, error: &str) -> Duration {
+        let key = self.key(k);
+        let delay = Self::backoff(key.failures);
+        key.failures += 1;
+        key.last_error = Some(error.to_string());
+        delay
+    }
+
+    /// Ends the lease of `k`; `requeue` is the extra add the outcome asks for.
+    fn end_lease(&mut self, k: usize, requeue: Option<Instant>, now: Instant) {
+        let key = self.key(k);
+        let MPhase::Held { dirty, .. } = key.phase.clone() else { panic!("model: {k} not held") };
+        let priority = key.priority;
+        key.phase = MPhase::Idle;
+        if let Some(at) = requeue {
+            self.enqueue(k, priority, at, now);
+        }
+        if let Some((p, at)) = dirty {
+            self.enqueue(k, p, at, now);
+        }
+    }
+
+    fn advance(&mut self, now: Instant) {
+        let due: Vec<usize> = self
+            .keys
+            .iter()
+            .filter(|(_, key)| matches!(key.phase, MPhase::Waiting { until } if until <= now))
+            .map(|(k, _)| *k)
+            .collect();
+        for k in due {
+            self.key(k).phase = MPhase::Ready { since: now };
+        }
+        let mut expired: Vec<(Instant, LeaseToken, usize)> = self
+            .keys
+            .iter()
+            .filter_map(|(k, key)| match key.phase {
+                MPhase::Held { deadline, token, .. } if deadline <= now => Some((deadline, token, *k)),
+                _ => None,
+            })
+            .collect();
+        expired.sort();
+        for (_, _, k) in expired {
+            let delay = self.fail(k, "lease expired before the worker finished");
+            self.end_lease(k, Some(now + delay), now);
+        }
+    }
+
+    fn held_token(&self, k: usize) -> Option<LeaseToken> {
+        match self.keys.get(&k)?.phase {
+            MPhase::Held { token, .. } => Some(token),
+            _ => None,
+        }
+    }
+
+    /// Keys a grant may choose at `now`.
+    fn allowed_grants(&self, now: Instant) -> Vec<usize> {
+        let ready: Vec<(usize, i32, Instant)> = self
+            .keys
+            .iter()
+            .filter_map(|(k, key)| match key.phase {
+                MPhase::Ready { since } => Some((*k, key.priority, since)),
+                _ => None,
+            })
+            .collect();
+        let Some(oldest) = ready.iter().map(|r| r.2).min() else { return vec![] };
+        if now - oldest >= ms(MAX_WAIT_MS) {
+            return ready.iter().filter(|r| r.2 == oldest).map(|r| r.0).collect();
+        }
+        let top = ready.iter().map(|r| r.1).max().unwrap();
+        let first = ready.iter().filter(|r| r.1 == top).map(|r| r.2).min().unwrap();
+        ready.iter().filter(|r| r.1 == top && r.2 == first).map(|r| r.0).collect()
+    }
+
+    fn gc(&mut self) {
+        self.keys.retain(|_, key| !(key.phase == MPhase::Idle && key.failures == 0));
+    }
+}
+
+fn settings() -> QueueSettings {
+    QueueSettings {
+        lease_ttl: ms(TTL_MS),
+        max_lease_ttl: ms(MAX_TTL_MS),
+        max_wait: ms(MAX_WAIT_MS),
+        rate_limiter: RateLimiterSpec::Exponential { base: ms(BASE_MS), max: ms(MAX_MS) },
+        max_keys: None,
+    }
+}
+
+fn ttl(asked: Option<u64>) -> Duration {
+    ms(asked.unwrap_or(TTL_MS).min(MAX_TTL_MS))
+}
+
+/// Compares every key of the model with the queue's view of it.
+fn check_agreement(queue: &QueueState<String>, model: &Model) {
+    for (k, name) in KEYS.iter().enumerate() {
+        let status = queue.key_status(&name.to_string());
+        let expected = model.keys.get(&k).cloned().unwrap_or_else(MKey::idle);
+        assert_eq!(status.failures, expected.failures, "failures of {name}");
+        assert_eq!(status.last_error.as_deref(), expected.last_error.as_deref(), "last error of {name}");
+        match (&status.phase, &expected.phase) {
+            (KeyPhase::Absent, MPhase::Idle) => {}
+            (KeyPhase::Queued { since }, MPhase::Ready { since: m }) => {
+                assert_eq!(since, m, "ready since of {name}");
+                assert_eq!(status.priority, expected.priority, "priority of {name}");
+            }
+            (KeyPhase::Waiting { until }, MPhase::Waiting { until: m }) => {
+                assert_eq!(until, m, "ready time of {name}");
+                assert_eq!(status.priority, expected.priority, "priority of {name}");
+            }
+            (KeyPhase::Held { holder, deadline, dirty, .. }, MPhase::Held { holder: mh, deadline: md, dirty: mdirty, .. }) => {
+                assert_eq!(&**holder, HOLDERS[*mh], "holder of {name}");
+                assert_eq!(deadline, md, "deadline of {name}");
+                assert_eq!(dirty.as_ref().map(|d| (d.priority, d.ready_at)), *mdirty, "dirty add of {name}");
+            }
+            (got, want) => panic!("{name}: queue says {got:?}, model says {want:?}"),
+        }
+    }
+    let counts = queue.counts();
+    let held = model.keys.values().filter(|k| matches!(k.phase, MPhase::Held { .. })).count();
+    assert_eq!(counts.held, held, "no lease is lost or duplicated");
+    assert_eq!(counts.tracked, model.keys.len(), "no key is lost or kept past its use");
+}
+
+fn run(ops: Vec<Op>) {
+    let start = Instant::now();
+    let mut now = start;
+    let mut queue = QueueState::<String>::new(settings(), now);
+    let mut model = Model { keys: BTreeMap::new(), shutting_down: false };
+    let mut granted: HashSet<LeaseToken> = HashSet::new();
+    let mut past_tokens: Vec<(usize, LeaseToken)> = Vec::new();
+    let holders: Vec<Holder> = HOLDERS.iter().map(|h| Arc::from(*h)).collect();
+    let reason = Reason::of(ReasonKind::Manual);
+
+    for op in ops {
+        queue.advance(now);
+        model.advance(now);
+        model.gc();
+        check_agreement(&queue, &model);
+
+        // A token for `key`: its current lease's, or a stale one.
+        let token_for = |model: &Model, k: usize, stale: bool| -> LeaseToken {
+            match (stale, model.held_token(k)) {
+                (false, Some(token)) => token,
+                _ => past_tokens
+                    .iter()
+                    .rev()
+                    .find(|(pk, t)| *pk == k && Some(*t) != model.held_token(k))
+                    .map(|(_, t)| *t)
+                    .unwrap_or(LeaseToken(7)),
+            }
+        };
+
+        match op {
+            Op::Add { key, priority } => {
+                let result = queue.add(KEYS[key].into(), priority, reason.clone(), now);
+                if model.shutting_down {
+                    assert_eq!(result, Err(QueueError::ShuttingDown));
+                } else {
+                    result.unwrap();
+                    model.enqueue(key, priority, now, now);
+                }
+            }
+            Op::AddAfter { key, delay_ms, priority } => {
+                let result = queue.add_after(KEYS[key].into(), ms(delay_ms), priority, reason.clone(), now);
+                if model.shutting_down {
+                    assert_eq!(result, Err(QueueError::ShuttingDown));
+                } else {
+                    result.unwrap();
+                    model.enqueue(key, priority, now + ms(delay_ms), now);
+                }
+            }
+            Op::AddRateLimited { key, priority } => {
+                let result = queue.add_rate_limited(KEYS[key].into(), priority, reason.clone(), now);
+                if model.shutting_down {
+                    assert_eq!(result, Err(QueueError::ShuttingDown));
+                } else {
+                    let before = model.key(key).failures;
+                    let delay = Model::backoff(before);
+                    model.key(key).failures += 1;
+                    assert_eq!(result, Ok((delay, before + 1)));
+                    model.enqueue(key, priority, now + delay, now);
+                }
+            }
+            Op::Get { holder, ttl_ms } => {
+                let allowed = if model.shutting_down { vec![] } else { model.allowed_grants(now) };
+                match queue.grant(&holders[holder], ttl_ms.map(ms), now) {
+                    None => assert!(allowed.is_empty(), "a ready key was not handed out: {allowed:?}"),
+                    Some(lease) => {
+                        let k = KEYS.iter().position(|n| *n == lease.key).unwrap();
+                        assert!(allowed.contains(&k), "granted {} but the rules allow {allowed:?}", lease.key);
+                        assert!(granted.insert(lease.token), "token {} was reused", lease.token);
+                        assert_eq!(lease.deadline, now + ttl(ttl_ms));
+                        let key = model.key(k);
+                        assert_eq!((lease.priority, lease.failures), (key.priority, key.failures));
+                        key.phase = MPhase::Held { token: lease.token, holder, deadline: lease.deadline, dirty: None };
+                        past_tokens.push((k, lease.token));
+                    }
+                }
+            }
+            Op::Done { key, stale } => {
+                let token = token_for(&model, key, stale);
+                let result = queue.done(&KEYS[key].into(), token, now);
+                if model.held_token(key) == Some(token) {
+                    result.unwrap();
+                    model.end_lease(key, None, now);
+                } else {
+                    assert_eq!(result, Err(QueueError::StaleToken { token }));
+                }
+            }
+            Op::Finish { key, stale, outcome } => {
+                let token = token_for(&model, key, stale);
+                let queue_outcome = match outcome {
+                    Outcome::Success => FinishOutcome::Success,
+                    Outcome::Retry => FinishOutcome::Retry { error: "boom".into() },
+                    Outcome::RequeueAfter(d) => FinishOutcome::RequeueAfter(ms(d)),
+                };
+                let result = queue.finish(&KEYS[key].into(), token, queue_outcome, now);
+                if model.held_token(key) == Some(token) {
+                    result.unwrap();
+                    let requeue = match outcome {
+                        Outcome::Success => {
+                            let k = model.key(key);
+                            (k.failures, k.last_error) = (0, None);
+                            None
+                        }
+                        Outcome::Retry => Some(now + model.fail(key, "boom")),
+                        Outcome::RequeueAfter(d) => {
+                            let k = model.key(key);
+                            (k.failures, k.last_error) = (0, None);
+                            Some(now + ms(d))
+                        }
+                    };
+                    model.end_lease(key, requeue, now);
+                } else {
+                    assert_eq!(result, Err(QueueError::StaleToken { token }));
+                }
+            }
+            Op::Extend { key, stale, ttl_ms } => {
+                let token = token_for(&model, key, stale);
+                let result = queue.extend(&KEYS[key].into(), token, ttl_ms.map(ms), now);
+                if model.held_token(key) == Some(token) {
+                    let renewal = result.unwrap();
+                    assert_eq!(renewal.deadline, now + ttl(ttl_ms));
+                    assert_eq!(renewal.cancel, model.shutting_down);
+                    if let MPhase::Held { deadline, .. } = &mut model.key(key).phase {
+                        *deadline = renewal.deadline;
+                    }
+                } else {
+                    assert_eq!(result, Err(QueueError::StaleToken { token }));
+                }
+            }
+            Op::Forget { key } => {
+                queue.forget(&KEYS[key].into());
+                let k = model.key(key);
+                (k.failures, k.last_error) = (0, None);
+            }
+            Op::Release { holder } => {
+                let mine: Vec<usize> = model
+                    .keys
+                    .iter()
+                    .filter(|(_, k)| matches!(k.phase, MPhase::Held { holder: h, .. } if h == holder))
+                    .map(|(k, _)| *k)
+                    .collect();
+                assert_eq!(queue.release_holder(&holders[holder], now), mine.len());
+                for k in mine {
+                    let delay = model.fail(k, "the worker holding the lease went away");
+                    model.end_lease(k, Some(now + delay), now);
+                }
+            }
+            Op::Advance { ms: step } => now += ms(step),
+            Op::ShutDown => {
+                queue.shut_down(true);
+                model.shutting_down = true;
+            }
+        }
+        model.gc();
+        check_agreement(&queue, &model);
+    }
+}
+
+proptest! {
+    // 800 sequences of up to 250 operations: about 100,000 operations per run.
+    // PROPTEST_CASES raises it for a longer run (docs/testing.md).
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(800),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn queue_should_agree_with_the_model_after_every_operation(
+        mut ops in prop::collection::vec(op(), 150..250),
+        // A third of the sequences shut the queue down somewhere.
+        shutdown_at in prop::option::weighted(0.33, 0..250usize),
+    ) {
+        if let Some(at) = shutdown_at {
+            ops.insert(at.min(ops.len()), Op::ShutDown);
+        }
+        run(ops);
+    }
+}
