@@ -61,9 +61,7 @@ pub fn kubeconfig_path() -> PathBuf {
 /// the kubeconfig is missing or the API server does not answer.
 pub async fn client() -> Client {
     let path = kubeconfig_path();
-    let client = client_from(&path)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let client = client_from(&path).await.unwrap_or_else(|e| panic!("{e}"));
     if let Err(e) = client.apiserver_version().await {
         panic!(
             "the control plane in {} does not answer ({e}); \
@@ -76,12 +74,17 @@ pub async fn client() -> Client {
 }
 
 async fn client_from(path: &std::path::Path) -> Result<Client, String> {
-    let kubeconfig = Kubeconfig::read_from(path)
-        .map_err(|e| format!("cannot read kubeconfig {} ({KUBECONFIG_ENV}): {e}", path.display()))?;
+    let kubeconfig = Kubeconfig::read_from(path).map_err(|e| {
+        format!(
+            "cannot read kubeconfig {} ({KUBECONFIG_ENV}): {e}",
+            path.display()
+        )
+    })?;
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|e| format!("invalid kubeconfig {}: {e}", path.display()))?;
-    Client::try_from(config).map_err(|e| format!("cannot build a client from {}: {e}", path.display()))
+    Client::try_from(config)
+        .map_err(|e| format!("cannot build a client from {}: {e}", path.display()))
 }
 
 /// A DNS-1123 label `<prefix>-<suffix>` unique across tests, test binaries
@@ -94,7 +97,8 @@ pub fn unique_name(prefix: &str) -> String {
         .unwrap_or(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     // splitmix64 finaliser: spreads nearby inputs over the whole range.
-    let mut x = nanos ^ (u64::from(std::process::id()) << 32) ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut x =
+        nanos ^ (u64::from(std::process::id()) << 32) ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     x ^= x >> 31;
@@ -140,7 +144,11 @@ impl TestNamespace {
             .create(&PostParams::default(), &ns)
             .await
             .unwrap_or_else(|e| panic!("creating test namespace {name}: {e}"));
-        TestNamespace { client: client.clone(), name, deleted: false }
+        TestNamespace {
+            client: client.clone(),
+            name,
+            deleted: false,
+        }
     }
 
     /// The namespace's name.
@@ -189,13 +197,20 @@ impl Drop for TestNamespace {
         // short-lived thread with its own runtime and client; give up after a
         // few seconds: the name is unique, a leftover namespace harms nothing.
         let name = std::mem::take(&mut self.name);
-        let Some(path) = std::env::var_os(KUBECONFIG_ENV) else { return };
+        let Some(path) = std::env::var_os(KUBECONFIG_ENV) else {
+            return;
+        };
         let worker = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
                 return;
             };
             rt.block_on(async move {
-                let Ok(client) = client_from(std::path::Path::new(&path)).await else { return };
+                let Ok(client) = client_from(std::path::Path::new(&path)).await else {
+                    return;
+                };
                 let _ = tokio::time::timeout(
                     Duration::from_secs(5),
                     Api::<Namespace>::all(client).delete(&name, &DeleteParams::background()),
@@ -217,13 +232,22 @@ fn keep_namespaces() -> bool {
 ///
 /// `name` must be the manifest's `metadata.name` (the API server rejects a
 /// mismatch).
-pub async fn apply_crd(client: &Client, name: &str, manifest_yaml: &str) -> CustomResourceDefinition {
+pub async fn apply_crd(
+    client: &Client,
+    name: &str,
+    manifest_yaml: &str,
+) -> CustomResourceDefinition {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     // Server-side apply takes YAML (`application/apply-patch+yaml`), so the
     // manifest goes to the API server untouched: no YAML parser needed here.
-    let mut request = kube::core::Request::new("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
-        .patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(()))
-        .expect("building the apply request");
+    let mut request =
+        kube::core::Request::new("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
+            .patch(
+                name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(()),
+            )
+            .expect("building the apply request");
     *request.body_mut() = manifest_yaml.as_bytes().to_vec();
     client
         .request::<CustomResourceDefinition>(request)
