@@ -35,8 +35,7 @@ fn run() -> Result<(), String> {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").ok_or("OUT_DIR is not set")?);
 
     let mut files = Vec::new();
-    collect_protos(Path::new(PROTO_DIR), &mut files)
-        .map_err(|err| format!("listing {PROTO_DIR}/: {err}"))?;
+    collect_protos(Path::new(PROTO_DIR), &mut files).map_err(|err| format!("listing {PROTO_DIR}/: {err}"))?;
     if files.is_empty() {
         return Err(format!("no .proto files under {PROTO_DIR}/"));
     }

@@ -1,1 +1,204 @@
-fn main(){}
+//! Criterion benchmarks of the queue core (issue 2's shapes a-e).
+//!
+//! `cargo bench --bench queue` runs them all; figures go to docs/benchmarks.md.
+//! (d) prints add-to-get wake latency percentiles, which Criterion does not
+//! report, after the Criterion groups.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant as StdInstant};
+
+use criterion::{BenchmarkId, Criterion, Throughput};
+use tokio::runtime::Runtime;
+use workqueue_sidecar::queue::{Holder, QueueSettings, Reason, ReasonKind, WorkQueue};
+
+fn current_thread() -> Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+fn multi_thread() -> Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+fn reason() -> Reason {
+    Reason::of(ReasonKind::Updated)
+}
+
+fn keys(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("default/object-{i}")).collect()
+}
+
+/// (a) Add 1,000 keys, then Get and Done each.
+fn add_get_done(c: &mut Criterion) {
+    let rt = current_thread();
+    let keys = keys(1000);
+    let holder: Holder = Arc::from("bench");
+    let mut group = c.benchmark_group("a_add_get_done");
+    group.throughput(Throughput::Elements(keys.len() as u64));
+    group.bench_function("1000_keys", |b| {
+        b.to_async(&rt).iter(|| async {
+            let q: WorkQueue<String> = WorkQueue::new("bench", QueueSettings::default()).unwrap();
+            for key in &keys {
+                q.add(key.clone(), 0, reason()).unwrap();
+            }
+            for _ in 0..keys.len() {
+                let lease = q.get(&holder, None).await.unwrap();
+                q.done(&lease.key, lease.token).unwrap();
+            }
+        })
+    });
+    group.finish();
+}
+
+/// (b) 1,000 re-adds of keys that are already queued (dedup path).
+fn re_add(c: &mut Criterion) {
+    let rt = current_thread();
+    let keys = keys(1000);
+    let q: WorkQueue<String> = rt.block_on(async { WorkQueue::new("bench", QueueSettings::default()).unwrap() });
+    for key in &keys {
+        q.add(key.clone(), -100, reason()).unwrap();
+    }
+    let mut group = c.benchmark_group("b_re_add_queued");
+    group.throughput(Throughput::Elements(keys.len() as u64));
+    group.bench_function("1000_keys", |b| {
+        b.iter(|| {
+            for key in &keys {
+                black_box(q.add(key.clone(), -100, reason()).unwrap());
+            }
+        })
+    });
+    group.finish();
+}
+
+/// (c) One producer, N consumer tasks on a 2-thread runtime: time per item.
+fn producer_consumers(c: &mut Criterion) {
+    let rt = multi_thread();
+    const ITEMS: usize = 20_000;
+    let keys = Arc::new(keys(ITEMS));
+    let mut group = c.benchmark_group("c_one_producer_n_consumers");
+    group.throughput(Throughput::Elements(ITEMS as u64));
+    group.sample_size(20);
+    for consumers in [1usize, 2, 4, 8] {
+        group.bench_with_input(BenchmarkId::from_parameter(consumers), &consumers, |b, &consumers| {
+            b.to_async(&rt).iter_custom(|iters| {
+                let keys = keys.clone();
+                async move {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        let q: WorkQueue<String> = WorkQueue::new("bench", QueueSettings::default()).unwrap();
+                        let start = StdInstant::now();
+                        let workers: Vec<_> = (0..consumers)
+                            .map(|w| {
+                                let q = q.clone();
+                                tokio::spawn(async move {
+                                    let holder: Holder = Arc::from(format!("w{w}"));
+                                    while let Ok(lease) = q.get(&holder, None).await {
+                                        q.done(&lease.key, lease.token).unwrap();
+                                    }
+                                })
+                            })
+                            .collect();
+                        for key in keys.iter() {
+                            q.add(key.clone(), 0, reason()).unwrap();
+                        }
+                        while q.counts().tracked > 0 {
+                            tokio::task::yield_now().await;
+                        }
+                        total += start.elapsed();
+                        q.shut_down();
+                        for w in workers {
+                            w.await.unwrap();
+                        }
+                    }
+                    total
+                }
+            })
+        });
+    }
+    group.finish();
+}
+
+/// (e) A fresh high-priority key behind a backlog of low-priority keys:
+/// Add, then the next Get must return it; time for the pair (plus its Done).
+fn fresh_key_behind_backlog(c: &mut Criterion) {
+    let rt = current_thread();
+    let holder: Holder = Arc::from("bench");
+    let mut group = c.benchmark_group("e_fresh_key_behind_backlog");
+    for backlog in [100_000usize, 1_000_000] {
+        let q: WorkQueue<String> = rt.block_on(async { WorkQueue::new("bench", QueueSettings::default()).unwrap() });
+        for key in keys(backlog) {
+            q.add(key, -100, Reason::of(ReasonKind::Resync)).unwrap();
+        }
+        group.bench_with_input(BenchmarkId::from_parameter(backlog), &backlog, |b, _| {
+            b.to_async(&rt).iter(|| async {
+                q.add("fresh/key".to_string(), 0, reason()).unwrap();
+                let lease = q.get(&holder, None).await.unwrap();
+                assert_eq!(lease.key, "fresh/key");
+                q.done(&lease.key, lease.token).unwrap();
+            })
+        });
+    }
+    group.finish();
+}
+
+/// (d) Wake latency: a worker waits in Get on another thread; the time from
+/// just before Add until the worker has the lease. Prints p50/p99/p999.
+fn wake_latency() {
+    let rt = multi_thread();
+    const SAMPLES: usize = 20_000;
+    let samples = rt.block_on(async {
+        let q: WorkQueue<u64> = WorkQueue::new("latency", QueueSettings::default()).unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Duration>(1);
+        let worker = {
+            let q = q.clone();
+            tokio::spawn(async move {
+                let holder: Holder = Arc::from("w");
+                let origin = StdInstant::now();
+                while let Ok(lease) = q.get(&holder, None).await {
+                    let got = origin.elapsed();
+                    q.done(&lease.key, lease.token).unwrap();
+                    if tx.send(got).await.is_err() {
+                        return;
+                    }
+                }
+            })
+        };
+        // Give the worker time to park in Get before each add.
+        let origin = StdInstant::now();
+        let mut samples = Vec::with_capacity(SAMPLES);
+        for i in 0..SAMPLES as u64 {
+            tokio::time::sleep(Duration::from_micros(50)).await;
+            let added = origin.elapsed();
+            q.add(i, 0, reason()).unwrap();
+            let got = rx.recv().await.unwrap();
+            samples.push(got.saturating_sub(added));
+        }
+        q.shut_down();
+        drop(rx);
+        let _ = worker.await;
+        samples
+    });
+    let mut sorted = samples;
+    sorted.sort();
+    let pct = |p: f64| sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)];
+    println!(
+        "d_wake_latency: samples={} p50={:?} p99={:?} p999={:?} max={:?}",
+        sorted.len(),
+        pct(0.50),
+        pct(0.99),
+        pct(0.999),
+        sorted[sorted.len() - 1]
+    );
+}
+
+fn main() {
+    let mut criterion = Criterion::default().configure_from_args();
+    add_get_done(&mut criterion);
+    re_add(&mut criterion);
+    producer_consumers(&mut criterion);
+    fresh_key_behind_backlog(&mut criterion);
+    criterion.final_summary();
+    if std::env::args().all(|a| a != "--list") {
+        wake_latency();
+    }
+}

@@ -6,5 +6,15 @@
 //!   client-go's contract (dedup, one holder per key, dirty re-adds, delays,
 //!   rate limits) and adding priorities with aging, leases with fencing tokens,
 //!   reasons and introspection. It knows nothing about gRPC or Kubernetes.
+//! - [`queues`]: the sidecar's named queues, looked up by name.
+//! - [`grpc`]: the wire face: `WorkQueueService` (unary calls and the `Work`
+//!   stream), health and reflection; thin handlers over the queue.
+//! - [`server`]: listening on TCP and unix sockets, serving until shut down.
+//! - [`cli`]: the command-line flags of the binary.
 
 pub mod queue;
+pub mod queues;
+
+pub mod cli;
+pub mod grpc;
+pub mod server;

@@ -25,34 +25,19 @@ const USER_CRD_NAME: &str = "users.example.com";
 const STEP_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[kube(
-    group = "example.com",
-    version = "v1",
-    kind = "User",
-    plural = "users",
-    shortname = "usr",
-    schema = "disabled"
-)]
+#[kube(group = "example.com", version = "v1", kind = "User", plural = "users", shortname = "usr", schema = "disabled")]
 pub struct UserSpec {
     pub display_name: String,
 }
 
 fn user(name: &str, display_name: &str, run: &str) -> User {
-    let mut u = User::new(
-        name,
-        UserSpec {
-            display_name: display_name.to_string(),
-        },
-    );
-    u.labels_mut()
-        .insert("workqueue-sidecar/test".into(), run.into());
+    let mut u = User::new(name, UserSpec { display_name: display_name.to_string() });
+    u.labels_mut().insert("workqueue-sidecar/test".into(), run.into());
     u
 }
 
 async fn step<T>(what: &str, fut: impl Future<Output = T>) -> T {
-    tokio::time::timeout(STEP_TIMEOUT, fut)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: no result after {STEP_TIMEOUT:?}"))
+    tokio::time::timeout(STEP_TIMEOUT, fut).await.unwrap_or_else(|_| panic!("{what}: no result after {STEP_TIMEOUT:?}"))
 }
 
 #[tokio::test]
@@ -60,10 +45,7 @@ async fn user_crd_installs_and_users_round_trip() {
     let client = control_plane::client().await;
     let crd = apply_crd(&client, USER_CRD_NAME, USER_CRD).await;
     assert_eq!(crd.spec.scope, "Cluster");
-    assert_eq!(
-        crd.spec.names.short_names.as_deref(),
-        Some(&["usr".to_string()][..])
-    );
+    assert_eq!(crd.spec.names.short_names.as_deref(), Some(&["usr".to_string()][..]));
 
     let users: Api<User> = Api::all(client.clone());
     // Users are cluster-scoped and other tests may create some: this run
@@ -74,60 +56,34 @@ async fn user_crd_installs_and_users_round_trip() {
 
     // The structural schema is enforced: a User without display_name is
     // refused. (`spec: {}` does not fit UserSpec, so it goes untyped.)
-    let untyped: Api<DynamicObject> =
-        Api::all_with(client.clone(), &ApiResource::erase::<User>(&()));
+    let untyped: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::erase::<User>(&()));
     let bad: DynamicObject = serde_json::from_value(serde_json::json!({
         "apiVersion": "example.com/v1", "kind": "User",
         "metadata": { "name": format!("invalid-{run}") }, "spec": {}
     }))
     .unwrap();
-    match step(
-        "create invalid user",
-        untyped.create(&PostParams::default(), &bad),
-    )
-    .await
-    {
+    match step("create invalid user", untyped.create(&PostParams::default(), &bad)).await {
         Err(kube::Error::Api(s)) => assert_eq!(s.code, 422, "unexpected refusal: {s:?}"),
         other => panic!("a User without spec.display_name must be refused with 422, got {other:?}"),
     }
 
     // Create and read back.
-    let created = step(
-        "create alice",
-        users.create(&PostParams::default(), &user(&alice, "Alice", &run)),
-    )
-    .await
-    .expect("create alice");
+    let created = step("create alice", users.create(&PostParams::default(), &user(&alice, "Alice", &run)))
+        .await
+        .expect("create alice");
     assert_eq!(created.spec.display_name, "Alice");
     assert!(created.resource_version().is_some());
-    let got = step("get alice", users.get(&alice))
-        .await
-        .expect("get alice");
+    let got = step("get alice", users.get(&alice)).await.expect("get alice");
     assert_eq!(got.spec, created.spec);
     assert_eq!(got.uid(), created.uid());
 
     // List by label.
-    let listed = step(
-        "list users",
-        users.list(&ListParams::default().labels(&selector)),
-    )
-    .await
-    .expect("list users");
-    assert_eq!(
-        listed
-            .items
-            .iter()
-            .map(|u| u.name_any())
-            .collect::<Vec<_>>(),
-        vec![alice.clone()]
-    );
+    let listed = step("list users", users.list(&ListParams::default().labels(&selector))).await.expect("list users");
+    assert_eq!(listed.items.iter().map(|u| u.name_any()).collect::<Vec<_>>(), vec![alice.clone()]);
 
     // Watch: the initial list has alice; then the create of bob and the
     // deletes arrive as events.
-    let mut events = pin!(watcher::watcher(
-        users.clone(),
-        watcher::Config::default().labels(&selector)
-    ));
+    let mut events = pin!(watcher::watcher(users.clone(), watcher::Config::default().labels(&selector)));
     let mut initial = Vec::new();
     loop {
         match step("watch initial list", events.next()).await {
@@ -139,12 +95,7 @@ async fn user_crd_installs_and_users_round_trip() {
     }
     assert_eq!(initial, vec![alice.clone()]);
 
-    step(
-        "create bob",
-        users.create(&PostParams::default(), &user(&bob, "Bob", &run)),
-    )
-    .await
-    .expect("create bob");
+    step("create bob", users.create(&PostParams::default(), &user(&bob, "Bob", &run))).await.expect("create bob");
     match step("watch bob's create", events.next()).await {
         Some(Ok(Event::Apply(u))) => {
             assert_eq!(u.name_any(), bob);
@@ -169,12 +120,8 @@ async fn user_crd_installs_and_users_round_trip() {
     }
     deleted.sort();
     assert_eq!(deleted, vec![alice, bob]);
-    let left = step(
-        "list after delete",
-        users.list(&ListParams::default().labels(&selector)),
-    )
-    .await
-    .expect("list users");
+    let left =
+        step("list after delete", users.list(&ListParams::default().labels(&selector))).await.expect("list users");
     assert!(left.items.is_empty(), "users left: {:?}", left.items);
 }
 
@@ -187,30 +134,19 @@ async fn each_test_gets_a_fresh_namespace() {
 
     let config_maps: Api<ConfigMap> = a.api();
     assert!(
-        step(
-            "list empty namespace",
-            config_maps.list(&ListParams::default())
-        )
-        .await
-        .expect("list config maps")
-        .items
-        .is_empty()
+        step("list empty namespace", config_maps.list(&ListParams::default()))
+            .await
+            .expect("list config maps")
+            .items
+            .is_empty()
     );
     let cm: ConfigMap = serde_json::from_value(serde_json::json!({
         "metadata": { "name": "probe" }, "data": { "k": "v" }
     }))
     .unwrap();
-    step(
-        "create config map",
-        config_maps.create(&PostParams::default(), &cm),
-    )
-    .await
-    .expect("create config map");
+    step("create config map", config_maps.create(&PostParams::default(), &cm)).await.expect("create config map");
     let in_b: Api<ConfigMap> = b.api();
-    assert!(matches!(
-        step("get from the other namespace", in_b.get_opt("probe")).await,
-        Ok(None)
-    ));
+    assert!(matches!(step("get from the other namespace", in_b.get_opt("probe")).await, Ok(None)));
 
     a.delete().await; // explicit
     drop(b); // best effort, on drop

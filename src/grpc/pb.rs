@@ -4,5 +4,4 @@ tonic::include_proto!("workqueue.v1");
 
 /// The encoded `FileDescriptorSet` of `proto/` (with imports and comments),
 /// for registering with `tonic_reflection`.
-pub const FILE_DESCRIPTOR_SET: &[u8] =
-    include_bytes!(concat!(env!("OUT_DIR"), "/workqueue_descriptor.bin"));
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/workqueue_descriptor.bin"));

@@ -1,7 +1,5 @@
 //! What can go wrong with a queue operation.
 
-use std::time::Duration;
-
 use super::lease::LeaseToken;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -16,7 +14,4 @@ pub enum QueueError {
     /// The queue tracks `limit` keys already.
     #[error("the queue is full ({limit} keys)")]
     Full { limit: usize },
-    /// A drain did not finish before its deadline; the rest was handed back.
-    #[error("drain did not finish within {0:?}")]
-    DrainTimedOut(Duration),
 }

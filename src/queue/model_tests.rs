@@ -16,13 +16,13 @@ use std::time::Duration;
 use proptest::prelude::*;
 use tokio::time::Instant;
 
+use super::QueueError;
 use super::introspect::KeyPhase;
 use super::lease::{FinishOutcome, Holder, LeaseToken};
 use super::rate_limit::RateLimiterSpec;
 use super::reason::{Reason, ReasonKind};
 use super::settings::QueueSettings;
 use super::state::QueueState;
-use super::QueueError;
 
 const KEYS: [&str; 6] = ["a", "b", "c", "d", "e", "f"];
 const HOLDERS: [&str; 3] = ["w1", "w2", "w3"];
@@ -118,7 +118,8 @@ impl Model {
         match &mut key.phase {
             MPhase::Idle => {
                 key.priority = priority;
-                key.phase = if ready_at <= now { MPhase::Ready { since: now } } else { MPhase::Waiting { until: ready_at } };
+                key.phase =
+                    if ready_at <= now { MPhase::Ready { since: now } } else { MPhase::Waiting { until: ready_at } };
             }
             MPhase::Ready { .. } => key.priority = key.priority.max(priority),
             MPhase::Waiting { until } => {
@@ -247,7 +248,10 @@ fn check_agreement(queue: &QueueState<String>, model: &Model) {
                 assert_eq!(until, m, "ready time of {name}");
                 assert_eq!(status.priority, expected.priority, "priority of {name}");
             }
-            (KeyPhase::Held { holder, deadline, dirty, .. }, MPhase::Held { holder: mh, deadline: md, dirty: mdirty, .. }) => {
+            (
+                KeyPhase::Held { holder, deadline, dirty, .. },
+                MPhase::Held { holder: mh, deadline: md, dirty: mdirty, .. },
+            ) => {
                 assert_eq!(&**holder, HOLDERS[*mh], "holder of {name}");
                 assert_eq!(deadline, md, "deadline of {name}");
                 assert_eq!(dirty.as_ref().map(|d| (d.priority, d.ready_at)), *mdirty, "dirty add of {name}");

@@ -31,10 +31,7 @@ impl Default for RateLimiterSpec {
     /// exponential backoff from 5 ms to 1000 s and a 10 qps, burst 100 bucket.
     fn default() -> Self {
         RateLimiterSpec::MaxOf(vec![
-            RateLimiterSpec::Exponential {
-                base: Duration::from_millis(5),
-                max: Duration::from_secs(1000),
-            },
+            RateLimiterSpec::Exponential { base: Duration::from_millis(5), max: Duration::from_secs(1000) },
             RateLimiterSpec::Bucket { qps: 10.0, burst: 100 },
         ])
     }
@@ -107,19 +104,16 @@ impl RateLimiter {
     pub(crate) fn new(spec: &RateLimiterSpec, now: Instant) -> Self {
         match spec {
             RateLimiterSpec::Exponential { base, max } => RateLimiter::Exponential { base: *base, max: *max },
-            RateLimiterSpec::FastSlow { fast, slow, fast_attempts } => RateLimiter::FastSlow {
-                fast: *fast,
-                slow: *slow,
-                fast_attempts: *fast_attempts,
-            },
+            RateLimiterSpec::FastSlow { fast, slow, fast_attempts } => {
+                RateLimiter::FastSlow { fast: *fast, slow: *slow, fast_attempts: *fast_attempts }
+            }
             RateLimiterSpec::Bucket { qps, burst } => RateLimiter::Bucket(TokenBucket::new(*qps, *burst, now)),
             RateLimiterSpec::MaxOf(members) => {
                 RateLimiter::MaxOf(members.iter().map(|m| RateLimiter::new(m, now)).collect())
             }
-            RateLimiterSpec::MaxDelay { limiter, max } => RateLimiter::MaxDelay {
-                limiter: Box::new(RateLimiter::new(limiter, now)),
-                max: *max,
-            },
+            RateLimiterSpec::MaxDelay { limiter, max } => {
+                RateLimiter::MaxDelay { limiter: Box::new(RateLimiter::new(limiter, now)), max: *max }
+            }
         }
     }
 
@@ -138,11 +132,9 @@ impl RateLimiter {
                 }
             }
             RateLimiter::Bucket(bucket) => bucket.reserve(now),
-            RateLimiter::MaxOf(members) => members
-                .iter_mut()
-                .map(|m| m.delay(previous_failures, now))
-                .max()
-                .unwrap_or_default(),
+            RateLimiter::MaxOf(members) => {
+                members.iter_mut().map(|m| m.delay(previous_failures, now)).max().unwrap_or_default()
+            }
             RateLimiter::MaxDelay { limiter, max } => limiter.delay(previous_failures, now).min(*max),
         }
     }
@@ -151,9 +143,7 @@ impl RateLimiter {
 fn exponential(base: Duration, max: Duration, failures: u32) -> Duration {
     // 2^failures overflows u32 from 32 on, and any base times 2^32 is past
     // every sensible cap, so the cap applies.
-    1u32.checked_shl(failures)
-        .and_then(|factor| base.checked_mul(factor))
-        .map_or(max, |delay| delay.min(max))
+    1u32.checked_shl(failures).and_then(|factor| base.checked_mul(factor)).map_or(max, |delay| delay.min(max))
 }
 
 /// A token bucket shared by all keys: `burst` tokens, refilled at `qps`.
@@ -178,11 +168,7 @@ impl TokenBucket {
         self.tokens = (self.tokens + elapsed * self.qps).min(self.burst);
         self.updated = now;
         self.tokens -= 1.0;
-        if self.tokens >= 0.0 {
-            Duration::ZERO
-        } else {
-            Duration::from_secs_f64(-self.tokens / self.qps)
-        }
+        if self.tokens >= 0.0 { Duration::ZERO } else { Duration::from_secs_f64(-self.tokens / self.qps) }
     }
 }
 
@@ -196,7 +182,8 @@ mod tests {
 
     #[test]
     fn exponential_should_double_from_base_and_stop_at_max() {
-        let mut limiter = RateLimiter::new(&RateLimiterSpec::Exponential { base: ms(5), max: ms(1000) }, Instant::now());
+        let mut limiter =
+            RateLimiter::new(&RateLimiterSpec::Exponential { base: ms(5), max: ms(1000) }, Instant::now());
         let delays: Vec<_> = (0..10).map(|n| limiter.delay(n, Instant::now())).collect();
         assert_eq!(delays[0], ms(5));
         assert_eq!(delays[1], ms(10));
@@ -208,7 +195,8 @@ mod tests {
     #[test]
     fn default_exponential_should_reach_its_cap_at_the_nineteenth_failure() {
         let now = Instant::now();
-        let mut limiter = RateLimiter::new(&RateLimiterSpec::Exponential { base: ms(5), max: Duration::from_secs(1000) }, now);
+        let mut limiter =
+            RateLimiter::new(&RateLimiterSpec::Exponential { base: ms(5), max: Duration::from_secs(1000) }, now);
         // 5 ms * 2^17 = 655 s, 5 ms * 2^18 = 1310 s: the 19th failure (18 before it) is capped.
         assert_eq!(limiter.delay(17, now), ms(5 << 17));
         assert_eq!(limiter.delay(18, now), Duration::from_secs(1000));
@@ -216,8 +204,10 @@ mod tests {
 
     #[test]
     fn fast_slow_should_switch_after_the_fast_attempts() {
-        let mut limiter =
-            RateLimiter::new(&RateLimiterSpec::FastSlow { fast: ms(1), slow: ms(100), fast_attempts: 2 }, Instant::now());
+        let mut limiter = RateLimiter::new(
+            &RateLimiterSpec::FastSlow { fast: ms(1), slow: ms(100), fast_attempts: 2 },
+            Instant::now(),
+        );
         let now = Instant::now();
         assert_eq!([limiter.delay(0, now), limiter.delay(1, now), limiter.delay(2, now)], [ms(1), ms(1), ms(100)]);
     }

@@ -135,7 +135,13 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     // ----- adding -----
 
     /// `Add`: ready now.
-    pub(crate) fn add(&mut self, key: K, priority: i32, reason: Reason, now: Instant) -> Result<AddOutcome, QueueError> {
+    pub(crate) fn add(
+        &mut self,
+        key: K,
+        priority: i32,
+        reason: Reason,
+        now: Instant,
+    ) -> Result<AddOutcome, QueueError> {
         self.enqueue_key(key, priority, ReasonSet::from(reason), now, now)
     }
 
@@ -171,10 +177,11 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         if self.shutting_down {
             return Err(QueueError::ShuttingDown);
         }
-        if let Some(limit) = self.settings.max_keys {
-            if self.entries.len() >= limit && !self.index.contains_key(key) {
-                return Err(QueueError::Full { limit });
-            }
+        if let Some(limit) = self.settings.max_keys
+            && self.entries.len() >= limit
+            && !self.index.contains_key(key)
+        {
+            return Err(QueueError::Full { limit });
         }
         Ok(())
     }
@@ -210,7 +217,14 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     }
 
     /// The one place that merges an add into a key's phase.
-    fn enqueue_slot(&mut self, slot: Slot, priority: i32, reasons: ReasonSet, ready_at: Instant, now: Instant) -> AddOutcome {
+    fn enqueue_slot(
+        &mut self,
+        slot: Slot,
+        priority: i32,
+        reasons: ReasonSet,
+        ready_at: Instant,
+        now: Instant,
+    ) -> AddOutcome {
         let entry = &mut self.entries[slot];
         match &mut entry.phase {
             Phase::Idle => {
@@ -343,7 +357,13 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     }
 
     /// `Finish`: `Done` plus what the outcome asks for.
-    pub(crate) fn finish(&mut self, key: &K, token: LeaseToken, outcome: FinishOutcome, now: Instant) -> Result<(), QueueError> {
+    pub(crate) fn finish(
+        &mut self,
+        key: &K,
+        token: LeaseToken,
+        outcome: FinishOutcome,
+        now: Instant,
+    ) -> Result<(), QueueError> {
         let slot = self.held_slot(key, token)?;
         let end = match outcome {
             FinishOutcome::Success => LeaseEnd::Success,
@@ -355,7 +375,13 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     }
 
     /// `Extend`: moves the lease's deadline to `now + ttl`.
-    pub(crate) fn extend(&mut self, key: &K, token: LeaseToken, ttl: Option<Duration>, now: Instant) -> Result<LeaseRenewal, QueueError> {
+    pub(crate) fn extend(
+        &mut self,
+        key: &K,
+        token: LeaseToken,
+        ttl: Option<Duration>,
+        now: Instant,
+    ) -> Result<LeaseRenewal, QueueError> {
         let slot = self.held_slot(key, token)?;
         let deadline = now + self.lease_ttl(ttl);
         let Phase::Held(held) = &mut self.entries[slot].phase else { unreachable!("held_slot checked the phase") };
@@ -388,6 +414,16 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             self.end_lease(slot, LeaseEnd::Returned, now);
         }
         slots.len()
+    }
+
+    /// Whether `token` is still the current lease of `key`.
+    pub(crate) fn is_current(&self, key: &K, token: LeaseToken) -> bool {
+        self.held_slot(key, token).is_ok()
+    }
+
+    /// Whether holders were asked to stop (a shutdown without drain).
+    pub(crate) fn cancel_requested(&self) -> bool {
+        self.cancel_held
     }
 
     fn held_slot(&self, key: &K, token: LeaseToken) -> Result<Slot, QueueError> {

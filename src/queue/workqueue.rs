@@ -110,7 +110,12 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     }
 
     /// Waits for at least one ready key, then takes up to `max` that are ready.
-    pub async fn get_many(&self, holder: &Holder, max: usize, ttl: Option<Duration>) -> Result<Vec<Lease<K>>, QueueError> {
+    pub async fn get_many(
+        &self,
+        holder: &Holder,
+        max: usize,
+        ttl: Option<Duration>,
+    ) -> Result<Vec<Lease<K>>, QueueError> {
         let max = max.max(1);
         loop {
             // Register interest before looking, so an add between the look and
@@ -126,7 +131,12 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     }
 
     /// Takes up to `max` ready keys without waiting; `None` when none is ready.
-    pub fn try_get_many(&self, holder: &Holder, max: usize, ttl: Option<Duration>) -> Result<Option<Vec<Lease<K>>>, QueueError> {
+    pub fn try_get_many(
+        &self,
+        holder: &Holder,
+        max: usize,
+        ttl: Option<Duration>,
+    ) -> Result<Option<Vec<Lease<K>>>, QueueError> {
         self.with_state(|state, now| {
             let mut leases = Vec::new();
             while leases.len() < max {
@@ -158,6 +168,17 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// `Extend`: pushes the lease's deadline to now plus `ttl` (or the default).
     pub fn extend(&self, key: &K, token: LeaseToken, ttl: Option<Duration>) -> Result<LeaseRenewal, QueueError> {
         self.with_state(|state, now| state.extend(key, token, ttl, now))
+    }
+
+    /// Whether `token` is still the current lease of `key` (it has not ended,
+    /// expired or been handed back).
+    pub fn is_current(&self, key: &K, token: LeaseToken) -> bool {
+        self.with_state(|state, _| state.is_current(key, token))
+    }
+
+    /// Whether holders were asked to stop working (a shutdown without drain).
+    pub fn cancel_requested(&self) -> bool {
+        self.shared.state.lock().cancel_requested()
     }
 
     /// Returns every lease of `holder` to the queue at once (its worker went

@@ -137,8 +137,7 @@ async fn add_rate_limited_should_back_off_exponentially_until_forget() {
 async fn default_rate_limiter_should_equal_client_go_controller_default() {
     let q: WorkQueue<String> = WorkQueue::new("d", QueueSettings::default()).unwrap();
     // Burst of 100 tokens, then the 10 qps bucket dominates the 5 ms exponential step.
-    let delays: Vec<Duration> =
-        (0..101).map(|i| q.add_rate_limited(format!("k{i}"), 0, manual()).unwrap().0).collect();
+    let delays: Vec<Duration> = (0..101).map(|i| q.add_rate_limited(format!("k{i}"), 0, manual()).unwrap().0).collect();
     assert!(delays[..100].iter().all(|d| *d == ms(5)));
     assert_eq!(delays[100], ms(100));
 }
@@ -463,7 +462,8 @@ async fn full_queue_should_refuse_new_keys_but_merge_known_ones() {
 
 #[tokio::test(start_paused = true)]
 async fn new_should_reject_bad_settings_naming_the_queue_and_field() {
-    let err = WorkQueue::<String>::new("orders", QueueSettings { max_wait: Duration::ZERO, ..settings() }).err().unwrap();
+    let err =
+        WorkQueue::<String>::new("orders", QueueSettings { max_wait: Duration::ZERO, ..settings() }).err().unwrap();
     assert_eq!(err.setting, "queues.orders.max_wait");
 }
 

@@ -74,40 +74,27 @@ pub async fn client() -> Client {
 }
 
 async fn client_from(path: &std::path::Path) -> Result<Client, String> {
-    let kubeconfig = Kubeconfig::read_from(path).map_err(|e| {
-        format!(
-            "cannot read kubeconfig {} ({KUBECONFIG_ENV}): {e}",
-            path.display()
-        )
-    })?;
+    let kubeconfig = Kubeconfig::read_from(path)
+        .map_err(|e| format!("cannot read kubeconfig {} ({KUBECONFIG_ENV}): {e}", path.display()))?;
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|e| format!("invalid kubeconfig {}: {e}", path.display()))?;
-    Client::try_from(config)
-        .map_err(|e| format!("cannot build a client from {}: {e}", path.display()))
+    Client::try_from(config).map_err(|e| format!("cannot build a client from {}: {e}", path.display()))
 }
 
 /// A DNS-1123 label `<prefix>-<suffix>` unique across tests, test binaries
 /// and runs: the suffix mixes the wall clock, the process id and a counter.
 pub fn unique_name(prefix: &str) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     // splitmix64 finaliser: spreads nearby inputs over the whole range.
-    let mut x =
-        nanos ^ (u64::from(std::process::id()) << 32) ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut x = nanos ^ (u64::from(std::process::id()) << 32) ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     x ^= x >> 31;
-    let prefix: String = prefix
-        .to_ascii_lowercase()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .take(40)
-        .collect();
+    let prefix: String =
+        prefix.to_ascii_lowercase().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).take(40).collect();
     let prefix = prefix.trim_matches('-');
     let prefix = if prefix.is_empty() { "t" } else { prefix };
     format!("{prefix}-{:013x}", x >> 12)
@@ -144,11 +131,7 @@ impl TestNamespace {
             .create(&PostParams::default(), &ns)
             .await
             .unwrap_or_else(|e| panic!("creating test namespace {name}: {e}"));
-        TestNamespace {
-            client: client.clone(),
-            name,
-            deleted: false,
-        }
+        TestNamespace { client: client.clone(), name, deleted: false }
     }
 
     /// The namespace's name.
@@ -176,10 +159,7 @@ impl TestNamespace {
         if keep_namespaces() {
             return;
         }
-        match Api::<Namespace>::all(self.client.clone())
-            .delete(&self.name, &DeleteParams::background())
-            .await
-        {
+        match Api::<Namespace>::all(self.client.clone()).delete(&self.name, &DeleteParams::background()).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => panic!("deleting test namespace {}: {e}", self.name),
@@ -201,10 +181,7 @@ impl Drop for TestNamespace {
             return;
         };
         let worker = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
                 return;
             };
             rt.block_on(async move {
@@ -232,32 +209,17 @@ fn keep_namespaces() -> bool {
 ///
 /// `name` must be the manifest's `metadata.name` (the API server rejects a
 /// mismatch).
-pub async fn apply_crd(
-    client: &Client,
-    name: &str,
-    manifest_yaml: &str,
-) -> CustomResourceDefinition {
+pub async fn apply_crd(client: &Client, name: &str, manifest_yaml: &str) -> CustomResourceDefinition {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     // Server-side apply takes YAML (`application/apply-patch+yaml`), so the
     // manifest goes to the API server untouched: no YAML parser needed here.
-    let mut request =
-        kube::core::Request::new("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
-            .patch(
-                name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(()),
-            )
-            .expect("building the apply request");
+    let mut request = kube::core::Request::new("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
+        .patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(()))
+        .expect("building the apply request");
     *request.body_mut() = manifest_yaml.as_bytes().to_vec();
-    client
-        .request::<CustomResourceDefinition>(request)
+    client.request::<CustomResourceDefinition>(request).await.unwrap_or_else(|e| panic!("applying CRD {name}: {e}"));
+    match tokio::time::timeout(CRD_ESTABLISHED_TIMEOUT, await_condition(crds, name, conditions::is_crd_established()))
         .await
-        .unwrap_or_else(|e| panic!("applying CRD {name}: {e}"));
-    match tokio::time::timeout(
-        CRD_ESTABLISHED_TIMEOUT,
-        await_condition(crds, name, conditions::is_crd_established()),
-    )
-    .await
     {
         Ok(Ok(Some(crd))) => crd,
         Ok(Ok(None)) => panic!("CRD {name} disappeared while waiting for it to be Established"),

@@ -1,0 +1,84 @@
+//! Command-line flags; each can also be set from a `WQS_*` environment variable.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+/// A sidecar that hosts a priority workqueue with leases and serves it over
+/// gRPC, so reconcilers in any language become remote workers.
+#[derive(Debug, Parser)]
+#[command(name = "workqueue-sidecar", version, about, long_about = None)]
+pub struct Cli {
+    /// YAML file with the queues and their settings. Without it, one queue
+    /// named "default" with client-go's defaults.
+    #[arg(long, env = "WQS_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// TCP address for gRPC, or "off". Addresses beyond loopback need --allow-remote.
+    #[arg(long, env = "WQS_TCP", value_name = "ADDR", default_value = "127.0.0.1:50051", value_parser = parse_tcp)]
+    pub tcp: TcpAddress,
+
+    /// Unix socket path for gRPC (in a pod: a shared emptyDir).
+    #[arg(long, env = "WQS_UNIX", value_name = "PATH")]
+    pub unix: Option<PathBuf>,
+
+    /// Allow a --tcp address that is not loopback.
+    #[arg(long, env = "WQS_ALLOW_REMOTE")]
+    pub allow_remote: bool,
+
+    /// On SIGTERM or SIGINT, how long held leases may run before their keys are handed back.
+    #[arg(long, env = "WQS_GRACE_PERIOD", value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub grace_period: Duration,
+
+    /// Log format.
+    #[arg(long, env = "WQS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// Log filter, as tracing's EnvFilter (e.g. "info", "workqueue_sidecar=debug").
+    #[arg(long, env = "WQS_LOG", value_name = "FILTER", default_value = "info")]
+    pub log: String,
+
+    /// Check the config file, print a summary and exit (0 when valid).
+    #[arg(long)]
+    pub check_config: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// `--tcp`: an address, or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpAddress(pub Option<SocketAddr>);
+
+fn parse_tcp(value: &str) -> Result<TcpAddress, String> {
+    if value.eq_ignore_ascii_case("off") {
+        return Ok(TcpAddress(None));
+    }
+    value
+        .parse()
+        .map(|a| TcpAddress(Some(a)))
+        .map_err(|_| format!("{value:?} is not an IP:port address (e.g. 127.0.0.1:50051) or \"off\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_should_be_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn tcp_should_accept_off_and_reject_nonsense() {
+        assert_eq!(parse_tcp("off"), Ok(TcpAddress(None)));
+        assert_eq!(parse_tcp("127.0.0.1:0").unwrap().0.unwrap().port(), 0);
+        assert!(parse_tcp("localhost").is_err());
+    }
+}

@@ -1,0 +1,112 @@
+//! Conversions between queue types and wire messages.
+
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use super::pb;
+use crate::queue::{KeyPhase, KeyStatus, Lease, QueueCounts, Reason, ReasonKind, ReasonSet};
+
+/// The wall-clock time of a monotonic instant, for clients on other clocks.
+pub fn timestamp(at: Instant) -> prost_types::Timestamp {
+    let now = Instant::now();
+    let wall = if at >= now { SystemTime::now() + (at - now) } else { SystemTime::now() - (now - at) };
+    prost_types::Timestamp::from(wall)
+}
+
+pub fn duration(d: Duration) -> prost_types::Duration {
+    prost_types::Duration::try_from(d).unwrap_or(prost_types::Duration { seconds: i64::MAX, nanos: 0 })
+}
+
+/// Time left until `at`, zero when past.
+pub fn remaining(at: Instant) -> prost_types::Duration {
+    duration(at.saturating_duration_since(Instant::now()))
+}
+
+pub fn reason_kind(kind: ReasonKind) -> pb::ReasonKind {
+    match kind {
+        ReasonKind::Manual => pb::ReasonKind::Manual,
+        ReasonKind::InitialList => pb::ReasonKind::InitialList,
+        ReasonKind::Resync => pb::ReasonKind::Resync,
+        ReasonKind::Added => pb::ReasonKind::Added,
+        ReasonKind::Updated => pb::ReasonKind::Updated,
+        ReasonKind::Deleted => pb::ReasonKind::Deleted,
+        ReasonKind::Trigger => pb::ReasonKind::Trigger,
+        ReasonKind::Retry => pb::ReasonKind::Retry,
+        ReasonKind::RequeueAfter => pb::ReasonKind::RequeueAfter,
+        ReasonKind::LeaseExpired => pb::ReasonKind::LeaseExpired,
+        ReasonKind::LeaseReleased => pb::ReasonKind::LeaseReleased,
+        ReasonKind::ShutdownReturned => pb::ReasonKind::ShutdownReturned,
+    }
+}
+
+pub fn reasons(set: &ReasonSet) -> Vec<pb::Reason> {
+    set.iter()
+        .map(|r: &Reason| pb::Reason {
+            kind: reason_kind(r.kind) as i32,
+            source: r.source.to_string(),
+            detail: String::new(),
+        })
+        .collect()
+}
+
+pub fn lease(lease: Lease<String>) -> pb::Lease {
+    pb::Lease {
+        token: lease.token.0,
+        deadline: Some(timestamp(lease.deadline)),
+        ttl: Some(remaining(lease.deadline)),
+        priority: lease.priority,
+        failures: lease.failures,
+        reasons: reasons(&lease.reasons),
+        enqueued_at: Some(timestamp(lease.enqueued_at)),
+        last_error: lease.last_error.as_deref().unwrap_or_default().to_string(),
+        object: None,
+        key: lease.key,
+    }
+}
+
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+pub fn len_response(counts: QueueCounts) -> pb::LenResponse {
+    pb::LenResponse {
+        ready: count(counts.ready),
+        waiting: count(counts.waiting),
+        held: count(counts.held),
+        dirty: count(counts.dirty),
+        ready_by_priority: counts
+            .ready_by_priority
+            .into_iter()
+            .map(|(priority, n)| pb::PriorityCount { priority, count: count(n) })
+            .collect(),
+    }
+}
+
+pub fn key_state(status: KeyStatus) -> pb::KeyStateResponse {
+    let mut response = pb::KeyStateResponse {
+        priority: status.priority,
+        failures: status.failures,
+        last_error: status.last_error.as_deref().unwrap_or_default().to_string(),
+        reasons: reasons(&status.reasons),
+        ..Default::default()
+    };
+    response.state = match status.phase {
+        KeyPhase::Absent => pb::KeyState::Absent,
+        KeyPhase::Queued { since } => {
+            response.queued_since = Some(timestamp(since));
+            pb::KeyState::Queued
+        }
+        KeyPhase::Waiting { until } => {
+            response.waiting_until = Some(timestamp(until));
+            pb::KeyState::Waiting
+        }
+        KeyPhase::Held { holder, deadline, dirty, .. } => {
+            response.held_until = Some(timestamp(deadline));
+            response.holder = holder.to_string();
+            response.dirty = dirty.is_some();
+            pb::KeyState::Held
+        }
+    } as i32;
+    response
+}

@@ -1,0 +1,257 @@
+//! The `Work` stream: one per worker process, leases pushed within a credit window.
+//!
+//! A session task per stream reads the worker's messages (credits, finishes,
+//! extends) and, while the window has room, waits for keys on the queue and
+//! pushes them as leases. Every lease the stream holds goes back to the queue
+//! the moment the session ends, whatever ended it (half-close, broken
+//! connection, error, shutdown): a guard releases the holder on drop.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep_until};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Code, Request, Response, Status, Streaming};
+use tracing::{debug, info};
+
+use super::pb::{self, work_request, work_response};
+use super::status::{ApiError, code_of};
+use super::workqueue_service::finish_outcome;
+use super::{convert, validate};
+use crate::queue::{Holder, LeaseToken, QueueError};
+use crate::queues::{Queue, QueueRegistry};
+
+/// Most leases one stream may hold at once.
+pub const MAX_CREDITS: u32 = 1024;
+/// Responses buffered per stream: a full window of leases plus the acks of a
+/// full window of finishes, so the session never waits on a worker that reads.
+const OUTBOUND_CAPACITY: usize = 2 * MAX_CREDITS as usize + 16;
+/// How often a stream of a shutting-down queue checks which of its leases ended.
+const SHUTDOWN_POLL: Duration = Duration::from_millis(100);
+
+pub type WorkStream = ReceiverStream<Result<pb::WorkResponse, Status>>;
+
+/// Gives each stream a distinct holder name, so releasing one stream's
+/// leases never touches another's, even with equal worker names.
+static STREAM_IDS: AtomicU64 = AtomicU64::new(1);
+
+pub async fn open(
+    queues: Arc<QueueRegistry>,
+    request: Request<Streaming<pb::WorkRequest>>,
+) -> Result<Response<WorkStream>, Status> {
+    let peer = request.remote_addr().map(|a| a.to_string()).unwrap_or_else(|| "unix".into());
+    let inbound = request.into_inner();
+    let (tx, rx) = mpsc::channel(OUTBOUND_CAPACITY);
+    // Answer at once and read Open in the session: a client may wait for the
+    // response headers before it sends anything.
+    tokio::spawn(async move {
+        if let Err(status) = run(queues, inbound, tx.clone(), peer).await {
+            let _ = tx.send(Err(status)).await;
+        }
+    });
+    Ok(Response::new(ReceiverStream::new(rx)))
+}
+
+/// Returns the holder's leases to the queue when the session ends, however it ends.
+struct ReleaseOnDrop {
+    queue: Queue,
+    holder: Holder,
+}
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        let released = self.queue.release_holder(&self.holder);
+        if released > 0 {
+            info!(queue = %self.queue.name(), holder = %self.holder, released, "stream ended: leases returned to the queue");
+        }
+    }
+}
+
+struct Session {
+    queue: Queue,
+    holder: Holder,
+    window: u32,
+    ttl: Option<Duration>,
+    /// Leases this stream holds, by token: key and deadline as last known.
+    held: HashMap<LeaseToken, (String, Instant)>,
+    tx: mpsc::Sender<Result<pb::WorkResponse, Status>>,
+}
+
+type Outbound = mpsc::Sender<Result<pb::WorkResponse, Status>>;
+
+async fn run(
+    queues: Arc<QueueRegistry>,
+    mut inbound: Streaming<pb::WorkRequest>,
+    tx: Outbound,
+    peer: String,
+) -> Result<(), Status> {
+    let open = match inbound.message().await? {
+        Some(pb::WorkRequest { kind: Some(work_request::Kind::Open(open)) }) => open,
+        Some(_) => return Err(Status::invalid_argument("the first message of a Work stream must be Open")),
+        None => return Ok(()),
+    };
+    let queue = queues.get(&open.queue).ok_or_else(|| ApiError::UnknownQueue(open.queue.clone()))?.clone();
+    validate::worker(&open.worker)?;
+    let ttl = validate::duration("open.lease_ttl", open.lease_ttl)?;
+    let id = STREAM_IDS.fetch_add(1, Ordering::Relaxed);
+    let worker = if open.worker.is_empty() { peer } else { open.worker };
+    let holder: Holder = Arc::from(format!("{worker}#{id}"));
+    let _release = ReleaseOnDrop { queue: queue.clone(), holder: holder.clone() };
+    let window = open.credits.min(MAX_CREDITS);
+    let effective_ttl = ttl.unwrap_or(queue.settings().lease_ttl).min(queue.settings().max_lease_ttl);
+    send(
+        &tx,
+        work_response::Kind::Opened(work_response::Opened {
+            lease_ttl: Some(convert::duration(effective_ttl)),
+            max_credits: MAX_CREDITS,
+            credits: window,
+        }),
+    )
+    .await?;
+    debug!(queue = %queue.name(), %holder, window, "work stream opened");
+    let mut session = Session { queue, holder, window, ttl, held: HashMap::new(), tx };
+    session.serve(&mut inbound).await
+}
+
+async fn send(tx: &Outbound, kind: work_response::Kind) -> Result<(), Status> {
+    tx.send(Ok(pb::WorkResponse { kind: Some(kind) })).await.map_err(|_| Status::cancelled("the worker went away"))
+}
+
+impl Session {
+    async fn serve(&mut self, inbound: &mut Streaming<pb::WorkRequest>) -> Result<(), Status> {
+        let mut shutting_down = false;
+        loop {
+            if shutting_down {
+                self.prune_ended();
+                if self.held.is_empty() {
+                    return Err(Status::unavailable("the queue is shutting down"));
+                }
+            }
+            let free = (self.window as usize).saturating_sub(self.held.len());
+            let next_check =
+                if shutting_down { Some(Instant::now() + SHUTDOWN_POLL) } else { self.earliest_deadline() };
+            // Owned handles, so the futures below do not borrow the session
+            // that the branch handlers change.
+            let (tx, queue, holder) = (self.tx.clone(), self.queue.clone(), self.holder.clone());
+            tokio::select! {
+                message = inbound.message() => match message {
+                    Ok(Some(request)) => self.handle(request).await?,
+                    // Half-close: the worker is done; what it still holds goes back.
+                    Ok(None) => return Ok(()),
+                    Err(status) => {
+                        debug!(holder = %self.holder, %status, "work stream broke");
+                        return Ok(());
+                    }
+                },
+                leases = queue.get_many(&holder, free, self.ttl), if free > 0 && !shutting_down => match leases {
+                    Ok(leases) => {
+                        for lease in leases {
+                            self.held.insert(lease.token, (lease.key.clone(), lease.deadline));
+                            send(&self.tx, work_response::Kind::Lease(convert::lease(lease))).await?;
+                        }
+                    }
+                    Err(QueueError::ShuttingDown) => {
+                        shutting_down = true;
+                        if self.queue.cancel_requested() {
+                            self.cancel_all("the queue is shutting down").await?;
+                        }
+                    }
+                    Err(other) => return Err(ApiError::from(other).into()),
+                },
+                _ = sleep_until(next_check.unwrap_or_else(Instant::now)), if next_check.is_some() => self.prune_ended(),
+                _ = tx.closed() => return Ok(()),
+            }
+        }
+    }
+
+    async fn handle(&mut self, request: pb::WorkRequest) -> Result<(), Status> {
+        match request.kind {
+            Some(work_request::Kind::Credit(credit)) => {
+                self.window = self.window.saturating_add(credit.credits).min(MAX_CREDITS);
+                Ok(())
+            }
+            Some(work_request::Kind::Finish(finish)) => {
+                let (code, message) = match self.finish(&finish) {
+                    Ok(()) => (Code::Ok, String::new()),
+                    Err(err) => (code_of(&err), err.to_string()),
+                };
+                let ack = work_response::FinishAck { key: finish.key, token: finish.token, code: code as i32, message };
+                send(&self.tx, work_response::Kind::FinishAck(ack)).await
+            }
+            Some(work_request::Kind::Extend(extend)) => {
+                let extended = match self.extend(&extend) {
+                    Ok(renewal) => work_response::Extended {
+                        deadline: Some(convert::timestamp(renewal.deadline)),
+                        ttl: Some(convert::remaining(renewal.deadline)),
+                        cancel: renewal.cancel,
+                        ..Default::default()
+                    },
+                    Err(err) => work_response::Extended {
+                        code: code_of(&err) as i32,
+                        message: err.to_string(),
+                        ..Default::default()
+                    },
+                };
+                let extended = work_response::Extended { key: extend.key, token: extend.token, ..extended };
+                send(&self.tx, work_response::Kind::Extended(extended)).await
+            }
+            Some(work_request::Kind::Open(_)) => {
+                Err(Status::invalid_argument("Open may only be the first message of a Work stream"))
+            }
+            None => Err(Status::invalid_argument("a WorkRequest must set one of open, credit, finish or extend")),
+        }
+    }
+
+    fn finish(&mut self, finish: &work_request::Finish) -> Result<(), ApiError> {
+        validate::key("finish.key", &finish.key)?;
+        validate::token(finish.token)?;
+        let outcome = match finish.outcome.clone() {
+            Some(work_request::finish::Outcome::Success(_)) => finish_outcome(true, None, None),
+            Some(work_request::finish::Outcome::Retry(retry)) => finish_outcome(false, Some(retry), None),
+            Some(work_request::finish::Outcome::RequeueAfter(requeue)) => finish_outcome(false, None, Some(requeue)),
+            None => finish_outcome(false, None, None),
+        }?;
+        let token = LeaseToken(finish.token);
+        let result = self.queue.finish(&finish.key, token, outcome);
+        if matches!(result, Ok(()) | Err(QueueError::StaleToken { .. })) {
+            // Either way the lease is no longer this stream's: its credit comes back.
+            self.held.remove(&token);
+        }
+        result.map_err(ApiError::from)
+    }
+
+    fn extend(&mut self, extend: &work_request::Extend) -> Result<crate::queue::LeaseRenewal, ApiError> {
+        validate::key("extend.key", &extend.key)?;
+        validate::token(extend.token)?;
+        let ttl = validate::duration("extend.ttl", extend.ttl)?;
+        let token = LeaseToken(extend.token);
+        let renewal = self.queue.extend(&extend.key, token, ttl).map_err(ApiError::from)?;
+        if let Some((_, deadline)) = self.held.get_mut(&token) {
+            *deadline = renewal.deadline;
+        }
+        Ok(renewal)
+    }
+
+    fn earliest_deadline(&self) -> Option<Instant> {
+        self.held.values().map(|(_, deadline)| *deadline).min()
+    }
+
+    /// Forgets leases that ended without a Finish on this stream (expired or
+    /// handed back at a drain's end), so their credits come back.
+    fn prune_ended(&mut self) {
+        let queue = &self.queue;
+        self.held.retain(|token, (key, _)| queue.is_current(key, *token));
+    }
+
+    async fn cancel_all(&self, why: &str) -> Result<(), Status> {
+        for (token, (key, _)) in &self.held {
+            let cancel =
+                work_response::Cancel { key: key.clone(), token: token.0, revoked: false, message: why.to_string() };
+            send(&self.tx, work_response::Kind::Cancel(cancel)).await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,209 @@
+//! The unary RPCs of `WorkQueueService`: validate, call the queue, convert.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tonic::{Request, Response, Status};
+
+use super::pb::work_queue_service_server::WorkQueueService;
+use super::pb::{self, finish_request};
+use super::status::ApiError;
+use super::work_stream::{self, WorkStream};
+use super::{convert, validate};
+use crate::queue::{FinishOutcome, Holder, LeaseToken, Reason, ReasonKind};
+use crate::queues::{Queue, QueueRegistry};
+
+/// The handlers; one instance serves every connection.
+pub struct WorkQueueApi {
+    queues: Arc<QueueRegistry>,
+}
+
+impl WorkQueueApi {
+    pub fn new(queues: Arc<QueueRegistry>) -> Self {
+        WorkQueueApi { queues }
+    }
+
+    fn queue(&self, name: &str) -> Result<&Queue, ApiError> {
+        if name.is_empty() {
+            return Err(ApiError::invalid("queue", "must name a queue (the standalone sidecar has \"default\")"));
+        }
+        self.queues.get(name).ok_or_else(|| ApiError::UnknownQueue(name.to_string()))
+    }
+}
+
+/// The priority of a manual add: the fast lane unless the caller says otherwise.
+fn priority(asked: Option<i32>) -> i32 {
+    asked.unwrap_or(crate::queue::PRIORITY_FAST)
+}
+
+/// A manual add's reason; the free-form text names where it came from.
+fn manual_reason(text: &str) -> Reason {
+    Reason::new(ReasonKind::Manual, text)
+}
+
+/// A finish outcome from the wire; shared by unary `Finish` and the stream's.
+pub(super) fn finish_outcome(
+    success: bool,
+    retry: Option<pb::Retry>,
+    requeue_after: Option<pb::RequeueAfter>,
+) -> Result<FinishOutcome, ApiError> {
+    match (success, retry, requeue_after) {
+        (true, _, _) => Ok(FinishOutcome::Success),
+        (_, Some(retry), _) => Ok(FinishOutcome::Retry { error: retry.error }),
+        (_, _, Some(requeue)) => {
+            let delay = validate::duration("outcome.requeue_after.delay", requeue.delay)?.unwrap_or_default();
+            Ok(FinishOutcome::RequeueAfter(delay))
+        }
+        _ => Err(ApiError::invalid("outcome", "is required: success, retry or requeue_after")),
+    }
+}
+
+type Reply<T> = Result<Response<T>, Status>;
+
+#[tonic::async_trait]
+impl WorkQueueService for WorkQueueApi {
+    async fn add(&self, request: Request<pb::AddRequest>) -> Reply<pb::AddResponse> {
+        let req = request.into_inner();
+        let queue = self.queue(&req.queue)?;
+        validate::keys(&req.keys)?;
+        let reason = manual_reason(&req.reason);
+        for key in req.keys {
+            queue.add(key, priority(req.priority), reason.clone()).map_err(ApiError::from)?;
+        }
+        Ok(Response::new(pb::AddResponse {}))
+    }
+
+    async fn add_after(&self, request: Request<pb::AddAfterRequest>) -> Reply<pb::AddAfterResponse> {
+        let req = request.into_inner();
+        let queue = self.queue(&req.queue)?;
+        validate::keys(&req.keys)?;
+        let delay = validate::duration("delay", req.delay)?.unwrap_or_default();
+        let reason = manual_reason(&req.reason);
+        for key in req.keys {
+            queue.add_after(key, delay, priority(req.priority), reason.clone()).map_err(ApiError::from)?;
+        }
+        Ok(Response::new(pb::AddAfterResponse {}))
+    }
+
+    async fn add_rate_limited(&self, request: Request<pb::AddRateLimitedRequest>) -> Reply<pb::AddRateLimitedResponse> {
+        let req = request.into_inner();
+        let queue = self.queue(&req.queue)?;
+        validate::keys(&req.keys)?;
+        let reason = manual_reason(&req.reason);
+        let mut keys = Vec::with_capacity(req.keys.len());
+        for key in req.keys {
+            let (delay, failures) =
+                queue.add_rate_limited(key.clone(), priority(req.priority), reason.clone()).map_err(ApiError::from)?;
+            keys.push(pb::RateLimitedKey { key, failures, delay: Some(convert::duration(delay)) });
+        }
+        Ok(Response::new(pb::AddRateLimitedResponse { keys }))
+    }
+
+    async fn get(&self, request: Request<pb::GetRequest>) -> Reply<pb::GetResponse> {
+        let req = request.into_inner();
+        let queue = self.queue(&req.queue)?;
+        validate::worker(&req.worker)?;
+        let max = (req.max_keys as usize).clamp(1, validate::MAX_GET_KEYS);
+        let wait = validate::duration("wait", req.wait)?.unwrap_or_default().min(validate::MAX_GET_WAIT);
+        let ttl = validate::duration("lease_ttl", req.lease_ttl)?;
+        let holder: Holder = Arc::from(if req.worker.is_empty() { "unary" } else { req.worker.as_str() });
+        // The wait is cancel-safe: if the client goes away while waiting, tonic
+        // drops this future and no key has been taken.
+        let leases = if wait.is_zero() {
+            queue.try_get_many(&holder, max, ttl).map_err(ApiError::from)?.unwrap_or_default()
+        } else {
+            match tokio::time::timeout(wait, queue.get_many(&holder, max, ttl)).await {
+                Ok(leases) => leases.map_err(ApiError::from)?,
+                Err(_elapsed) => Vec::new(),
+            }
+        };
+        Ok(Response::new(pb::GetResponse { leases: leases.into_iter().map(convert::lease).collect() }))
+    }
+
+    async fn done(&self, request: Request<pb::DoneRequest>) -> Reply<pb::DoneResponse> {
+        let req = request.into_inner();
+        let queue = self.queue(&req.queue)?;
+        validate::key("key", &req.key)?;
+        validate::token(req.token)?;
+        queue.done(&req.key, LeaseToken(req.token)).map_err(ApiError::from)?;
+        Ok(Response::new(pb::DoneResponse {}))
+    }
+
+    async fn forget(&self, request: Request<pb::ForgetRequest>) -> Reply<pb::ForgetResponse> {
+        let req = request.into_inner();
+        let queue = self.queue(&req.queue)?;
+        validate::key("key", &req.key)?;
+        queue.forget(&req.key);
+        Ok(Response::new(pb::ForgetResponse {}))
+    }
+
+    async fn num_requeues(&self, request: Request<pb::NumRequeuesRequest>) -> Reply<pb::NumRequeuesResponse> {
+        let req = request.into_inner();
+        let queue = self.queue(&req.queue)?;
+        validate::key("key", &req.key)?;
+        Ok(Response::new(pb::NumRequeuesResponse { num_requeues: queue.num_requeues(&req.key) }))
+    }
+
+    async fn len(&self, request: Request<pb::LenRequest>) -> Reply<pb::LenResponse> {
+        let req = request.into_inner();
+        let queue = self.queue(&req.queue)?;
+        Ok(Response::new(convert::len_response(queue.counts())))
+    }
+
+    async fn shut_down(&self, request: Request<pb::ShutDownRequest>) -> Reply<pb::ShutDownResponse> {
+        let req = request.into_inner();
+        let queue = self.queue(&req.queue)?;
+        if !req.drain {
+            queue.shut_down();
+            return Ok(Response::new(pb::ShutDownResponse { finished: 0, returned: 0 }));
+        }
+        let grace = validate::duration("drain_timeout", req.drain_timeout)?.unwrap_or(Duration::from_secs(30));
+        let report = queue.shut_down_with_drain(grace).await;
+        Ok(Response::new(pb::ShutDownResponse {
+            finished: u32::try_from(report.finished).unwrap_or(u32::MAX),
+            returned: u32::try_from(report.returned).unwrap_or(u32::MAX),
+        }))
+    }
+
+    async fn extend(&self, request: Request<pb::ExtendRequest>) -> Reply<pb::ExtendResponse> {
+        let req = request.into_inner();
+        let queue = self.queue(&req.queue)?;
+        validate::key("key", &req.key)?;
+        validate::token(req.token)?;
+        let ttl = validate::duration("ttl", req.ttl)?;
+        let renewal = queue.extend(&req.key, LeaseToken(req.token), ttl).map_err(ApiError::from)?;
+        Ok(Response::new(pb::ExtendResponse {
+            deadline: Some(convert::timestamp(renewal.deadline)),
+            ttl: Some(convert::remaining(renewal.deadline)),
+            cancel: renewal.cancel,
+        }))
+    }
+
+    async fn finish(&self, request: Request<pb::FinishRequest>) -> Reply<pb::FinishResponse> {
+        let req = request.into_inner();
+        let queue = self.queue(&req.queue)?;
+        validate::key("key", &req.key)?;
+        validate::token(req.token)?;
+        let outcome = match req.outcome {
+            Some(finish_request::Outcome::Success(_)) => finish_outcome(true, None, None),
+            Some(finish_request::Outcome::Retry(retry)) => finish_outcome(false, Some(retry), None),
+            Some(finish_request::Outcome::RequeueAfter(requeue)) => finish_outcome(false, None, Some(requeue)),
+            None => finish_outcome(false, None, None),
+        }?;
+        queue.finish(&req.key, LeaseToken(req.token), outcome).map_err(ApiError::from)?;
+        Ok(Response::new(pb::FinishResponse {}))
+    }
+
+    async fn key_state(&self, request: Request<pb::KeyStateRequest>) -> Reply<pb::KeyStateResponse> {
+        let req = request.into_inner();
+        let queue = self.queue(&req.queue)?;
+        validate::key("key", &req.key)?;
+        Ok(Response::new(convert::key_state(queue.key_status(&req.key))))
+    }
+
+    type WorkStream = WorkStream;
+
+    async fn work(&self, request: Request<tonic::Streaming<pb::WorkRequest>>) -> Reply<Self::WorkStream> {
+        work_stream::open(self.queues.clone(), request).await
+    }
+}

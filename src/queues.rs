@@ -1,0 +1,46 @@
+//! The sidecar's named queues, built once from the config and looked up by name.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::queue::{DrainReport, QueueSettings, SettingsError, WorkQueue};
+
+/// Keys on the wire are strings (`namespace/name`), so every served queue is a `WorkQueue<String>`.
+pub type Queue = WorkQueue<String>;
+
+/// Every queue of this sidecar, by name.
+pub struct QueueRegistry {
+    queues: HashMap<String, Queue>,
+    /// Names in config order, for listings and orderly shutdown.
+    names: Vec<String>,
+}
+
+impl QueueRegistry {
+    /// Creates each queue (and its timer task); needs a tokio runtime.
+    pub fn new(queues: impl IntoIterator<Item = (String, QueueSettings)>) -> Result<Self, SettingsError> {
+        let mut registry = QueueRegistry { queues: HashMap::new(), names: Vec::new() };
+        for (name, settings) in queues {
+            let queue = WorkQueue::new(name.as_str(), settings)?;
+            registry.names.push(name.clone());
+            registry.queues.insert(name, queue);
+        }
+        Ok(registry)
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Queue> {
+        self.queues.get(name)
+    }
+
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// Drains every queue at once, each within `grace`; reports per queue.
+    pub async fn drain_all(&self, grace: Duration) -> Vec<(String, DrainReport)> {
+        let drains = self.names.iter().map(|name| async move {
+            let report = self.queues[name].shut_down_with_drain(grace).await;
+            (name.clone(), report)
+        });
+        futures_util::future::join_all(drains).await
+    }
+}

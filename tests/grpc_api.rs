@@ -1,0 +1,454 @@
+//! In-process gRPC tests: a real server on 127.0.0.1:0 and a tonic client,
+//! covering every RPC of WorkQueueService and every error code.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Code;
+use tonic::transport::Channel;
+use workqueue_sidecar::grpc::pb::work_queue_service_client::WorkQueueServiceClient;
+use workqueue_sidecar::grpc::pb::{self, finish_request, work_request, work_response};
+use workqueue_sidecar::grpc::{self, MAX_BATCH_KEYS, MAX_KEY_BYTES};
+use workqueue_sidecar::queue::{QueueSettings, RateLimiterSpec};
+use workqueue_sidecar::queues::QueueRegistry;
+use workqueue_sidecar::server::{Listeners, serve};
+
+type Client = WorkQueueServiceClient<Channel>;
+
+struct TestServer {
+    client: Client,
+    _stop: watch::Sender<bool>,
+}
+
+fn settings() -> QueueSettings {
+    QueueSettings {
+        rate_limiter: RateLimiterSpec::Exponential { base: Duration::from_millis(5), max: Duration::from_secs(10) },
+        ..QueueSettings::default()
+    }
+}
+
+async fn start() -> TestServer {
+    let queues = Arc::new(
+        QueueRegistry::new([
+            ("default".to_string(), settings()),
+            ("tiny".to_string(), QueueSettings { max_keys: Some(1), ..settings() }),
+            ("short".to_string(), QueueSettings { lease_ttl: Duration::from_millis(300), ..settings() }),
+        ])
+        .unwrap(),
+    );
+    let listeners = Listeners::bind(Some("127.0.0.1:0".parse().unwrap()), None, false).await.unwrap();
+    let address = listeners.tcp_address().unwrap();
+    let api = grpc::api(queues).await.unwrap();
+    let (stop, stop_rx) = watch::channel(false);
+    tokio::spawn(serve(api.routes, listeners, stop_rx));
+    let client = WorkQueueServiceClient::connect(format!("http://{address}")).await.unwrap();
+    TestServer { client, _stop: stop }
+}
+
+fn add(queue: &str, keys: &[&str], priority: Option<i32>) -> pb::AddRequest {
+    pb::AddRequest {
+        queue: queue.into(),
+        keys: keys.iter().map(|k| k.to_string()).collect(),
+        priority,
+        reason: "test".into(),
+    }
+}
+
+fn get(queue: &str, max_keys: u32, wait_ms: u64) -> pb::GetRequest {
+    pb::GetRequest {
+        queue: queue.into(),
+        worker: "tester".into(),
+        max_keys,
+        wait: Some(prost_types::Duration { seconds: 0, nanos: (wait_ms * 1_000_000) as i32 }),
+        lease_ttl: None,
+        include_object: false,
+    }
+}
+
+async fn take(client: &mut Client, queue: &str) -> pb::Lease {
+    let mut leases = client.get(get(queue, 1, 500)).await.unwrap().into_inner().leases;
+    assert_eq!(leases.len(), 1, "expected one lease");
+    leases.remove(0)
+}
+
+fn done(queue: &str, lease: &pb::Lease) -> pb::DoneRequest {
+    pb::DoneRequest { queue: queue.into(), key: lease.key.clone(), token: lease.token }
+}
+
+fn finish(queue: &str, lease: &pb::Lease, outcome: finish_request::Outcome) -> pb::FinishRequest {
+    pb::FinishRequest { queue: queue.into(), key: lease.key.clone(), token: lease.token, outcome: Some(outcome) }
+}
+
+#[tokio::test]
+async fn add_get_done_should_round_trip_with_priorities_and_reasons() {
+    let mut s = start().await;
+    s.client.add(add("default", &["slow"], Some(-100))).await.unwrap();
+    s.client.add(add("default", &["fast-1", "fast-2"], None)).await.unwrap();
+    let len = s.client.len(pb::LenRequest { queue: "default".into() }).await.unwrap().into_inner();
+    assert_eq!(len.ready, 3);
+    assert_eq!(
+        len.ready_by_priority.iter().map(|p| (p.priority, p.count)).collect::<Vec<_>>(),
+        vec![(0, 2), (-100, 1)]
+    );
+    let leases = s.client.get(get("default", 10, 0)).await.unwrap().into_inner().leases;
+    let keys: Vec<_> = leases.iter().map(|l| l.key.as_str()).collect();
+    assert_eq!(keys, ["fast-1", "fast-2", "slow"]);
+    let first = &leases[0];
+    assert_ne!(first.token, 0);
+    assert!(first.deadline.is_some() && first.ttl.is_some() && first.enqueued_at.is_some());
+    assert_eq!(first.reasons[0].kind, pb::ReasonKind::Manual as i32);
+    assert_eq!(first.reasons[0].source, "test");
+    for lease in &leases {
+        s.client.done(done("default", lease)).await.unwrap();
+    }
+    let len = s.client.len(pb::LenRequest { queue: "default".into() }).await.unwrap().into_inner();
+    assert_eq!((len.ready, len.held), (0, 0));
+}
+
+#[tokio::test]
+async fn get_should_long_poll_and_return_empty_when_nothing_comes() {
+    let mut s = start().await;
+    let started = std::time::Instant::now();
+    let leases = s.client.get(get("default", 1, 200)).await.unwrap().into_inner().leases;
+    assert!(leases.is_empty());
+    assert!(started.elapsed() >= Duration::from_millis(200));
+
+    let mut waiter = s.client.clone();
+    let pending = tokio::spawn(async move { waiter.get(get("default", 1, 5_000)).await.unwrap().into_inner().leases });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    s.client.add(add("default", &["late"], None)).await.unwrap();
+    let leases = pending.await.unwrap();
+    assert_eq!(leases[0].key, "late");
+}
+
+#[tokio::test]
+async fn add_after_and_add_rate_limited_should_delay_and_count() {
+    let mut s = start().await;
+    s.client
+        .add_after(pb::AddAfterRequest {
+            queue: "default".into(),
+            keys: vec!["later".into()],
+            delay: Some(prost_types::Duration { seconds: 60, nanos: 0 }),
+            priority: None,
+            reason: String::new(),
+        })
+        .await
+        .unwrap();
+    let state = s
+        .client
+        .key_state(pb::KeyStateRequest { queue: "default".into(), key: "later".into() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(state.state, pb::KeyState::Waiting as i32);
+    assert!(state.waiting_until.is_some());
+
+    let req = pb::AddRateLimitedRequest {
+        queue: "default".into(),
+        keys: vec!["flaky".into()],
+        priority: None,
+        reason: String::new(),
+    };
+    let first = s.client.add_rate_limited(req.clone()).await.unwrap().into_inner();
+    let second = s.client.add_rate_limited(req).await.unwrap().into_inner();
+    assert_eq!(first.keys[0].failures, 1);
+    assert_eq!(second.keys[0].failures, 2);
+    assert_eq!(second.keys[0].delay, Some(prost_types::Duration { seconds: 0, nanos: 10_000_000 }));
+    let requeues = |key: &str| pb::NumRequeuesRequest { queue: "default".into(), key: key.into() };
+    assert_eq!(s.client.num_requeues(requeues("flaky")).await.unwrap().into_inner().num_requeues, 2);
+    s.client.forget(pb::ForgetRequest { queue: "default".into(), key: "flaky".into() }).await.unwrap();
+    assert_eq!(s.client.num_requeues(requeues("flaky")).await.unwrap().into_inner().num_requeues, 0);
+}
+
+#[tokio::test]
+async fn finish_extend_and_key_state_should_follow_the_lease() {
+    let mut s = start().await;
+    s.client.add(add("default", &["k"], Some(3))).await.unwrap();
+    let lease = take(&mut s.client, "default").await;
+    s.client.add(add("default", &["k"], None)).await.unwrap();
+    let state = s
+        .client
+        .key_state(pb::KeyStateRequest { queue: "default".into(), key: "k".into() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(state.state, pb::KeyState::Held as i32);
+    assert!(state.dirty);
+    assert_eq!(state.holder, "tester");
+    let extended = s
+        .client
+        .extend(pb::ExtendRequest {
+            queue: "default".into(),
+            key: "k".into(),
+            token: lease.token,
+            ttl: Some(prost_types::Duration { seconds: 120, nanos: 0 }),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(extended.ttl.unwrap().seconds >= 119);
+    assert!(!extended.cancel);
+    s.client
+        .finish(finish("default", &lease, finish_request::Outcome::Retry(pb::Retry { error: "conflict".into() })))
+        .await
+        .unwrap();
+    let again = take(&mut s.client, "default").await;
+    assert_eq!((again.failures, again.last_error.as_str()), (1, "conflict"));
+    s.client.finish(finish("default", &again, finish_request::Outcome::Success(pb::Success {}))).await.unwrap();
+    let state = s
+        .client
+        .key_state(pb::KeyStateRequest { queue: "default".into(), key: "k".into() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((state.state, state.failures), (pb::KeyState::Absent as i32, 0));
+}
+
+#[tokio::test]
+async fn errors_should_carry_their_documented_codes() {
+    let mut s = start().await;
+    let code = |r: Result<tonic::Response<_>, tonic::Status>| -> Code {
+        match r {
+            Ok(_) => Code::Ok,
+            Err(status) => status.code(),
+        }
+    };
+    // NOT_FOUND: unknown queue.
+    assert_eq!(
+        code(
+            s.client
+                .add(add("nope", &["k"], None))
+                .await
+                .map(|_: tonic::Response<pb::AddResponse>| tonic::Response::new(()))
+        ),
+        Code::NotFound
+    );
+    // INVALID_ARGUMENT: empty key, oversized key, no keys, missing queue, negative delay, missing outcome, zero token.
+    let oversized = "x".repeat(MAX_KEY_BYTES + 1);
+    for request in [
+        add("default", &[""], None),
+        add("default", &[&oversized], None),
+        add("default", &[], None),
+        add("", &["k"], None),
+    ] {
+        assert_eq!(s.client.add(request).await.unwrap_err().code(), Code::InvalidArgument);
+    }
+    let negative = pb::AddAfterRequest {
+        queue: "default".into(),
+        keys: vec!["k".into()],
+        delay: Some(prost_types::Duration { seconds: -1, nanos: 0 }),
+        priority: None,
+        reason: String::new(),
+    };
+    assert_eq!(s.client.add_after(negative).await.unwrap_err().code(), Code::InvalidArgument);
+    s.client.add(add("default", &["k"], None)).await.unwrap();
+    let lease = take(&mut s.client, "default").await;
+    let no_outcome = pb::FinishRequest { queue: "default".into(), key: "k".into(), token: lease.token, outcome: None };
+    assert_eq!(s.client.finish(no_outcome).await.unwrap_err().code(), Code::InvalidArgument);
+    let zero = pb::DoneRequest { queue: "default".into(), key: "k".into(), token: 0 };
+    assert_eq!(s.client.done(zero).await.unwrap_err().code(), Code::InvalidArgument);
+    // FAILED_PRECONDITION: stale token, and it changes nothing.
+    let stale = pb::DoneRequest { queue: "default".into(), key: "k".into(), token: lease.token + 1 };
+    assert_eq!(s.client.done(stale).await.unwrap_err().code(), Code::FailedPrecondition);
+    s.client.done(done("default", &lease)).await.unwrap();
+    assert_eq!(
+        s.client.done(done("default", &lease)).await.unwrap_err().code(),
+        Code::FailedPrecondition,
+        "a duplicate Done is refused"
+    );
+    // RESOURCE_EXHAUSTED: a full queue, and a batch over the limit.
+    s.client.add(add("tiny", &["one"], None)).await.unwrap();
+    assert_eq!(s.client.add(add("tiny", &["two"], None)).await.unwrap_err().code(), Code::ResourceExhausted);
+    let many: Vec<String> = (0..=MAX_BATCH_KEYS).map(|i| format!("k{i}")).collect();
+    let big = pb::AddRequest { queue: "default".into(), keys: many, priority: None, reason: String::new() };
+    assert_eq!(s.client.add(big).await.unwrap_err().code(), Code::ResourceExhausted);
+    // UNAVAILABLE: after ShutDown.
+    s.client.shut_down(pb::ShutDownRequest { queue: "tiny".into(), drain: false, drain_timeout: None }).await.unwrap();
+    assert_eq!(s.client.add(add("tiny", &["one"], None)).await.unwrap_err().code(), Code::Unavailable);
+    assert_eq!(s.client.get(get("tiny", 1, 100)).await.unwrap_err().code(), Code::Unavailable);
+}
+
+#[tokio::test]
+async fn shut_down_with_drain_should_report_finished_and_returned() {
+    let mut s = start().await;
+    s.client.add(add("default", &["a", "b"], None)).await.unwrap();
+    let a = take(&mut s.client, "default").await;
+    let _b = take(&mut s.client, "default").await;
+    let mut other = s.client.clone();
+    let drain = tokio::spawn(async move {
+        other
+            .shut_down(pb::ShutDownRequest {
+                queue: "default".into(),
+                drain: true,
+                drain_timeout: Some(prost_types::Duration { seconds: 0, nanos: 500_000_000 }),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    s.client.done(done("default", &a)).await.unwrap();
+    let report = drain.await.unwrap();
+    assert_eq!((report.finished, report.returned), (1, 1));
+}
+
+/// A worker on the Work stream: the request sender and the response stream.
+struct StreamWorker {
+    requests: mpsc::Sender<pb::WorkRequest>,
+    responses: tonic::Streaming<pb::WorkResponse>,
+}
+
+async fn open_stream(client: &mut Client, queue: &str, credits: u32) -> StreamWorker {
+    let (requests, rx) = mpsc::channel(16);
+    let open = work_request::Open {
+        queue: queue.into(),
+        worker: "streamer".into(),
+        credits,
+        lease_ttl: None,
+        include_object: false,
+    };
+    requests.send(pb::WorkRequest { kind: Some(work_request::Kind::Open(open)) }).await.unwrap();
+    let responses = client.work(ReceiverStream::new(rx)).await.unwrap().into_inner();
+    let mut worker = StreamWorker { requests, responses };
+    match worker.next().await {
+        work_response::Kind::Opened(opened) => assert_eq!(opened.credits, credits),
+        other => panic!("expected Opened, got {other:?}"),
+    }
+    worker
+}
+
+impl StreamWorker {
+    async fn next(&mut self) -> work_response::Kind {
+        let message = tokio::time::timeout(Duration::from_secs(5), self.responses.next())
+            .await
+            .expect("a response within 5 s")
+            .expect("the stream is open")
+            .expect("no error");
+        message.kind.unwrap()
+    }
+
+    async fn next_lease(&mut self) -> pb::Lease {
+        match self.next().await {
+            work_response::Kind::Lease(lease) => lease,
+            other => panic!("expected a lease, got {other:?}"),
+        }
+    }
+
+    async fn send(&self, kind: work_request::Kind) {
+        self.requests.send(pb::WorkRequest { kind: Some(kind) }).await.unwrap();
+    }
+
+    async fn finish(&self, lease: &pb::Lease) {
+        let finish = work_request::Finish {
+            key: lease.key.clone(),
+            token: lease.token,
+            outcome: Some(work_request::finish::Outcome::Success(pb::Success {})),
+        };
+        self.send(work_request::Kind::Finish(finish)).await;
+    }
+}
+
+#[tokio::test]
+async fn work_stream_should_push_leases_within_the_credit_window() {
+    let mut s = start().await;
+    s.client.add(add("default", &["a", "b", "c"], None)).await.unwrap();
+    let mut worker = open_stream(&mut s.client, "default", 2).await;
+    let a = worker.next_lease().await;
+    let b = worker.next_lease().await;
+    assert_eq!((a.key.as_str(), b.key.as_str()), ("a", "b"));
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), worker.responses.next()).await.is_err(),
+        "the window is full"
+    );
+    worker.finish(&a).await;
+    match worker.next().await {
+        work_response::Kind::FinishAck(ack) => assert_eq!((ack.key.as_str(), ack.code), ("a", 0)),
+        other => panic!("expected an ack, got {other:?}"),
+    }
+    assert_eq!(worker.next_lease().await.key, "c", "the finished lease's credit came back");
+    // A stale finish is answered, and the stream lives on.
+    worker.finish(&a).await;
+    match worker.next().await {
+        work_response::Kind::FinishAck(ack) => assert_eq!(ack.code, Code::FailedPrecondition as i32),
+        other => panic!("expected an ack, got {other:?}"),
+    }
+    worker
+        .send(work_request::Kind::Extend(work_request::Extend { key: b.key.clone(), token: b.token, ttl: None }))
+        .await;
+    match worker.next().await {
+        work_response::Kind::Extended(extended) => assert_eq!((extended.code, extended.cancel), (0, false)),
+        other => panic!("expected Extended, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn broken_stream_should_return_its_leases_at_once() {
+    let mut s = start().await;
+    s.client.add(add("default", &["a"], None)).await.unwrap();
+    let mut worker = open_stream(&mut s.client, "default", 1).await;
+    let lease = worker.next_lease().await;
+    drop(worker);
+    // The key comes back counted as a failure, after the 5 ms first backoff.
+    let again = tokio::time::timeout(Duration::from_secs(1), take(&mut s.client, "default")).await.expect("within 1 s");
+    assert_eq!(again.key, "a");
+    assert_ne!(again.token, lease.token);
+    assert_eq!(again.failures, 1);
+    assert!(again.reasons.iter().any(|r| r.kind == pb::ReasonKind::LeaseReleased as i32));
+}
+
+#[tokio::test]
+async fn expired_stream_lease_should_give_its_credit_back() {
+    let mut s = start().await;
+    s.client.add(add("short", &["a", "b"], None)).await.unwrap();
+    let mut worker = open_stream(&mut s.client, "short", 1).await;
+    let first = worker.next_lease().await;
+    // No finish: after the 300 ms lease expires, the credit is free again.
+    let second = worker.next_lease().await;
+    assert_ne!(first.token, second.token);
+}
+
+#[tokio::test]
+async fn work_stream_should_refuse_a_bad_first_message_and_unknown_queue() {
+    let mut s = start().await;
+    let (tx, rx) = mpsc::channel(1);
+    tx.send(pb::WorkRequest { kind: Some(work_request::Kind::Credit(work_request::Credit { credits: 1 })) })
+        .await
+        .unwrap();
+    let mut responses = s.client.work(ReceiverStream::new(rx)).await.unwrap().into_inner();
+    assert_eq!(responses.next().await.unwrap().unwrap_err().code(), Code::InvalidArgument);
+
+    let (tx, rx) = mpsc::channel(1);
+    let open = work_request::Open {
+        queue: "nope".into(),
+        worker: String::new(),
+        credits: 1,
+        lease_ttl: None,
+        include_object: false,
+    };
+    tx.send(pb::WorkRequest { kind: Some(work_request::Kind::Open(open)) }).await.unwrap();
+    let mut responses = s.client.work(ReceiverStream::new(rx)).await.unwrap().into_inner();
+    assert_eq!(responses.next().await.unwrap().unwrap_err().code(), Code::NotFound);
+}
+
+#[tokio::test]
+async fn shut_down_should_cancel_stream_leases_and_end_the_stream() {
+    let mut s = start().await;
+    s.client.add(add("default", &["a"], None)).await.unwrap();
+    let mut worker = open_stream(&mut s.client, "default", 1).await;
+    let lease = worker.next_lease().await;
+    s.client
+        .shut_down(pb::ShutDownRequest { queue: "default".into(), drain: false, drain_timeout: None })
+        .await
+        .unwrap();
+    match worker.next().await {
+        work_response::Kind::Cancel(cancel) => assert_eq!(cancel.token, lease.token),
+        other => panic!("expected Cancel, got {other:?}"),
+    }
+    worker.finish(&lease).await;
+    assert!(matches!(worker.next().await, work_response::Kind::FinishAck(_)));
+    let end = tokio::time::timeout(Duration::from_secs(2), worker.responses.next()).await.unwrap().unwrap();
+    assert_eq!(end.unwrap_err().code(), Code::Unavailable);
+}

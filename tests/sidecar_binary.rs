@@ -1,0 +1,191 @@
+//! Black-box tests of the built binary on a free loopback port: worker
+//! crashes, expired tokens, abandoned long polls and SIGTERM lose nothing.
+
+#[path = "support/sidecar.rs"]
+mod sidecar;
+
+use std::time::{Duration, Instant};
+
+use sidecar::Sidecar;
+use tokio::sync::mpsc;
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Code;
+use workqueue_sidecar::grpc::pb::work_queue_service_client::WorkQueueServiceClient;
+use workqueue_sidecar::grpc::pb::{self, work_request, work_response};
+
+fn add(keys: &[&str]) -> pb::AddRequest {
+    pb::AddRequest {
+        queue: "default".into(),
+        keys: keys.iter().map(|k| k.to_string()).collect(),
+        priority: None,
+        reason: String::new(),
+    }
+}
+
+fn get(wait: Duration, ttl: Option<Duration>) -> pb::GetRequest {
+    pb::GetRequest {
+        queue: "default".into(),
+        worker: "unary".into(),
+        max_keys: 1,
+        wait: Some(wait.try_into().unwrap()),
+        lease_ttl: ttl.map(|t| t.try_into().unwrap()),
+        include_object: false,
+    }
+}
+
+/// A streaming worker on its own connection, so dropping it closes the socket like a crash.
+async fn stream_worker(
+    endpoint: String,
+    credits: u32,
+) -> (mpsc::Sender<pb::WorkRequest>, tonic::Streaming<pb::WorkResponse>) {
+    let mut client = WorkQueueServiceClient::connect(endpoint).await.unwrap();
+    let (tx, rx) = mpsc::channel(8);
+    let open = work_request::Open {
+        queue: "default".into(),
+        worker: "crashy".into(),
+        credits,
+        lease_ttl: None,
+        include_object: false,
+    };
+    tx.send(pb::WorkRequest { kind: Some(work_request::Kind::Open(open)) }).await.unwrap();
+    let mut responses = client.work(ReceiverStream::new(rx)).await.unwrap().into_inner();
+    assert!(matches!(responses.next().await.unwrap().unwrap().kind, Some(work_response::Kind::Opened(_))));
+    (tx, responses)
+}
+
+async fn next_lease(responses: &mut tonic::Streaming<pb::WorkResponse>) -> pb::Lease {
+    match tokio::time::timeout(Duration::from_secs(5), responses.next()).await.unwrap().unwrap().unwrap().kind {
+        Some(work_response::Kind::Lease(lease)) => lease,
+        other => panic!("expected a lease, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn killed_streaming_worker_should_hand_its_key_to_another_within_a_second() {
+    let sidecar = Sidecar::start(&[]);
+    let mut client = sidecar.client().await;
+    client.add(add(&["busy"])).await.unwrap();
+    let (tx, mut responses) = stream_worker(sidecar.endpoint(), 1).await;
+    let lease = next_lease(&mut responses).await;
+    assert_eq!(lease.key, "busy");
+
+    let (_tx2, mut survivor) = stream_worker(sidecar.endpoint(), 1).await;
+    let killed_at = Instant::now();
+    drop((tx, responses));
+    let handed = next_lease(&mut survivor).await;
+    let elapsed = killed_at.elapsed();
+    assert_eq!(handed.key, "busy");
+    assert!(elapsed < Duration::from_secs(1), "handed over after {elapsed:?}");
+    assert!(handed.reasons.iter().any(|r| r.kind == pb::ReasonKind::LeaseReleased as i32));
+}
+
+#[tokio::test]
+async fn token_used_after_its_lease_expired_should_be_rejected() {
+    let sidecar = Sidecar::start(&[]);
+    let mut client = sidecar.client().await;
+    client.add(add(&["slow"])).await.unwrap();
+    let lease = client
+        .get(get(Duration::from_secs(1), Some(Duration::from_millis(200))))
+        .await
+        .unwrap()
+        .into_inner()
+        .leases
+        .remove(0);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let done = pb::DoneRequest { queue: "default".into(), key: lease.key.clone(), token: lease.token };
+    assert_eq!(client.done(done).await.unwrap_err().code(), Code::FailedPrecondition);
+    let state = client
+        .key_state(pb::KeyStateRequest { queue: "default".into(), key: "slow".into() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(state.failures, 1, "the expiry counted as a failure");
+    assert_ne!(state.state, pb::KeyState::Absent as i32, "the key went back to the queue");
+}
+
+#[tokio::test]
+async fn long_poll_clients_that_give_up_should_lose_no_key() {
+    let sidecar = Sidecar::start(&[]);
+    let mut client = sidecar.client().await;
+    const KEYS: usize = 200;
+    // Clients that give up at staggered times while keys arrive.
+    let mut quitters = Vec::new();
+    for i in 0..20u64 {
+        let mut quitter = sidecar.client().await;
+        quitters.push(tokio::spawn(async move {
+            let give_up = Duration::from_millis(5 + i * 7);
+            let _ = tokio::time::timeout(give_up, quitter.get(get(Duration::from_secs(30), None))).await;
+        }));
+    }
+    for i in 0..KEYS {
+        client.add(add(&[&format!("k{i}")])).await.unwrap();
+        if i % 20 == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    for quitter in quitters {
+        quitter.await.unwrap();
+    }
+    // Every key is still there for a worker that stays: either queued, or
+    // leased to a quitter whose answer arrived just as it gave up; those
+    // come back when their lease expires, so count them from the state.
+    let len = client.len(pb::LenRequest { queue: "default".into() }).await.unwrap().into_inner();
+    assert_eq!(len.ready + len.held + len.waiting, KEYS as u32, "{len:?}");
+}
+
+#[tokio::test]
+async fn sigterm_should_let_held_work_finish_and_exit_zero() {
+    let mut sidecar = Sidecar::start(&["--grace-period", "3s"]);
+    let mut client = sidecar.client().await;
+    client.add(add(&["finishing", "abandoned"])).await.unwrap();
+    let (tx, mut responses) = stream_worker(sidecar.endpoint(), 2).await;
+    let first = next_lease(&mut responses).await;
+    let _second = next_lease(&mut responses).await;
+
+    sidecar.send_signal("TERM");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // New work is refused, held work may still finish.
+    let refused = client.add(add(&["new"])).await;
+    assert!(refused.is_err(), "adds are refused while shutting down");
+    let finish = work_request::Finish {
+        key: first.key.clone(),
+        token: first.token,
+        outcome: Some(work_request::finish::Outcome::Success(pb::Success {})),
+    };
+    tx.send(pb::WorkRequest { kind: Some(work_request::Kind::Finish(finish)) }).await.unwrap();
+    match tokio::time::timeout(Duration::from_secs(2), responses.next()).await.unwrap().unwrap().unwrap().kind {
+        Some(work_response::Kind::FinishAck(ack)) => assert_eq!(ack.code, 0, "{}", ack.message),
+        other => panic!("expected the finish to be acknowledged, got {other:?}"),
+    }
+    let status = sidecar.wait(Duration::from_secs(10));
+    assert!(status.success(), "exit status {status:?}; logs:\n{}", sidecar.logs());
+    let logs = sidecar.logs();
+    assert!(logs.contains("finished=1 returned=1"), "one lease finished, one handed back; logs:\n{logs}");
+}
+
+#[test]
+fn bad_config_should_exit_non_zero_before_listening() {
+    let dir = std::env::temp_dir().join(format!("wqs-bad-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bad.yaml");
+    std::fs::write(&path, "queues:\n  default:\n    lease_ttl: 30 parsecs\n").unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar"))
+        .args(["--config", path.to_str().unwrap(), "--tcp", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("bad.yaml") && stderr.contains("lease_ttl"), "names the file and field: {stderr}");
+    assert!(!stderr.contains("listening"), "no port was bound: {stderr}");
+}
+
+#[test]
+fn remote_address_should_need_allow_remote() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar"))
+        .args(["--tcp", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--allow-remote"));
+}

@@ -1,0 +1,91 @@
+//! Starts the built `workqueue-sidecar` binary on a free loopback port, for black-box tests.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tonic::transport::Channel;
+use workqueue_sidecar::grpc::pb::work_queue_service_client::WorkQueueServiceClient;
+
+pub struct Sidecar {
+    child: Child,
+    pub address: SocketAddr,
+    logs: Arc<Mutex<Vec<String>>>,
+}
+
+impl Sidecar {
+    /// Starts the binary with `args` plus `--tcp 127.0.0.1:0`, and waits until it listens.
+    pub fn start(args: &[&str]) -> Sidecar {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar"))
+            .args(args)
+            .args(["--tcp", "127.0.0.1:0", "--log", "info"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the sidecar binary starts");
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let (address_tx, address_rx) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        let sink = logs.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if let Some(rest) = line.split("transport=\"tcp\" address=").nth(1) {
+                    let address = rest.split_whitespace().next().unwrap_or_default();
+                    let _ = address_tx.send(address.parse::<SocketAddr>().expect("a socket address in the log"));
+                }
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let address = match address_rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(address) => address,
+            Err(_) => panic!("the sidecar did not report its address; logs:\n{}", logs.lock().unwrap().join("\n")),
+        };
+        Sidecar { child, address, logs }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    pub async fn client(&self) -> WorkQueueServiceClient<Channel> {
+        WorkQueueServiceClient::connect(self.endpoint()).await.expect("connects to the sidecar")
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn send_signal(&self, signal: &str) {
+        let status = Command::new("kill").args([&format!("-{signal}"), &self.pid().to_string()]).status().unwrap();
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
+    /// Waits for the process to exit, up to `timeout`.
+    pub fn wait(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                // Let the log thread catch the last lines.
+                std::thread::sleep(Duration::from_millis(50));
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the sidecar did not exit within {timeout:?}; logs:\n{}", self.logs());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn logs(&self) -> String {
+        self.logs.lock().unwrap().join("\n")
+    }
+}
+
+impl Drop for Sidecar {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
