@@ -48,7 +48,12 @@ async fn concurrent_producers_and_workers_should_keep_every_invariant() {
                     tracker.adds[key].fetch_add(1, Ordering::SeqCst);
                     let priority = if i % 3 == 0 { -100 } else { 0 };
                     match i % 10 {
-                        0 => drop(queue.add_after(key, Duration::from_micros(50), priority, Reason::of(ReasonKind::Resync))),
+                        0 => drop(queue.add_after(
+                            key,
+                            Duration::from_micros(50),
+                            priority,
+                            Reason::of(ReasonKind::Resync),
+                        )),
                         _ => drop(queue.add(key, priority, Reason::of(ReasonKind::Updated))),
                     }
                     if i % 64 == 0 {
