@@ -11,10 +11,13 @@
 //!   stream), health and reflection; thin handlers over the queue.
 //! - [`server`]: listening on TCP and unix sockets, serving until shut down.
 //! - [`cli`]: the command-line flags of the binary.
+//! - [`config`]: the YAML config file: queues and their settings, with errors
+//!   that name file, field and position.
 
 pub mod queue;
 pub mod queues;
 
 pub mod cli;
+pub mod config;
 pub mod grpc;
 pub mod server;

@@ -1,0 +1,358 @@
+//! The YAML config file: the queues to serve and their settings, with errors that name file, field and position.
+//!
+//! ```yaml
+//! queues:
+//!   orders:
+//!     lease_ttl: 30s
+//!     rate_limiter:
+//!       max_of:
+//!         - exponential: { base: 5ms, max: 5m }
+//!         - bucket: { qps: 10, burst: 100 }
+//! ```
+//!
+//! Every field of a queue is optional and defaults to
+//! [`QueueSettings::default()`]. Reading goes in three steps, each with its
+//! own error: the YAML syntax, then the shape (types, unknown fields, names,
+//! durations, with the field's path and position), then the values
+//! ([`QueueSettings::validate`], with the field's path).
+
+mod document;
+mod duration;
+mod error;
+mod queue_name;
+mod rate_limiter;
+
+use std::path::Path;
+
+pub use error::{ConfigError, Position};
+
+use crate::queue::QueueSettings;
+use document::FileDoc;
+
+/// Name of the one queue served when no config file is given.
+pub const STANDALONE_QUEUE: &str = "default";
+
+/// What the sidecar serves, as read from the config file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The queues, in the order the file lists them; names are unique.
+    pub queues: Vec<QueueConfig>,
+}
+
+/// One named queue and how it behaves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueConfig {
+    /// The name requests use to address the queue.
+    pub name: String,
+    /// Leases, aging, rate limits and bounds; already validated.
+    pub settings: QueueSettings,
+}
+
+impl Config {
+    /// Reads and checks the config file at `path`; errors name the file as given.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { file: file.clone(), source })?;
+        Config::parse(&text, &file)
+    }
+
+    /// Reads and checks config text; `origin` names it in errors (a file path).
+    pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        // Syntax first, so a broken file is reported as such rather than as
+        // whichever field the decoder happened to be reading.
+        serde_yaml_ng::from_str::<serde::de::IgnoredAny>(text).map_err(|error| ConfigError::syntax(origin, &error))?;
+        let doc: FileDoc = serde_path_to_error::deserialize(serde_yaml_ng::Deserializer::from_str(text))
+            .map_err(|error| ConfigError::field(origin, &error))?;
+
+        let entries = doc.queues.map(|q| q.0).unwrap_or_default();
+        if entries.is_empty() {
+            return Err(ConfigError::NoQueues { file: origin.to_owned() });
+        }
+        let queues = entries
+            .into_iter()
+            .map(|(name, settings)| {
+                settings
+                    .validate(&format!("queues.{name}"))
+                    .map_err(|source| ConfigError::Setting { file: origin.to_owned(), source })?;
+                Ok(QueueConfig { name, settings })
+            })
+            .collect::<Result<_, ConfigError>>()?;
+        Ok(Config { queues })
+    }
+
+    /// The config without a file: one queue named `default` with default settings.
+    pub fn standalone() -> Config {
+        Config { queues: vec![QueueConfig { name: STANDALONE_QUEUE.to_owned(), settings: QueueSettings::default() }] }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::queue::RateLimiterSpec;
+
+    const FILE: &str = "deploy/examples/bad.yaml";
+
+    fn parse_err(yaml: &str) -> ConfigError {
+        Config::parse(yaml, FILE).expect_err("the config should be refused")
+    }
+
+    /// The error's field, problem and position, for `Field` errors.
+    fn field_err(yaml: &str) -> (String, String, Option<(usize, usize)>) {
+        match parse_err(yaml) {
+            ConfigError::Field { file, field, problem, position } => {
+                assert_eq!(file, FILE);
+                (field, problem, position.map(|p| (p.line, p.column)))
+            }
+            other => panic!("expected a field error, got {other:?}"),
+        }
+    }
+
+    fn secs(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    const FULL_EXAMPLE: &str = "\
+queues:
+  default:
+    lease_ttl: 30s
+    max_lease_ttl: 10m
+    max_wait: 30s
+    max_keys: 1000000
+    rate_limiter:
+      max_of:
+        - exponential: { base: 5ms, max: 1000s }
+        - bucket: { qps: 10, burst: 100 }
+        - fast_slow: { fast: 10ms, slow: 10s, fast_attempts: 5 }
+        - max_delay: { max: 5m, limiter: { exponential: { base: 5ms, max: 1000s } } }
+  orders:
+    lease_ttl: 1h 30m
+    max_lease_ttl: 2h
+";
+
+    #[test]
+    fn config_should_read_the_full_example() {
+        let config = Config::parse(FULL_EXAMPLE, "full.yaml").unwrap();
+        let exponential = RateLimiterSpec::Exponential { base: ms(5), max: secs(1000) };
+        let default = QueueConfig {
+            name: "default".into(),
+            settings: QueueSettings {
+                lease_ttl: secs(30),
+                max_lease_ttl: secs(600),
+                max_wait: secs(30),
+                max_keys: Some(1_000_000),
+                rate_limiter: RateLimiterSpec::MaxOf(vec![
+                    exponential.clone(),
+                    RateLimiterSpec::Bucket { qps: 10.0, burst: 100 },
+                    RateLimiterSpec::FastSlow { fast: ms(10), slow: secs(10), fast_attempts: 5 },
+                    RateLimiterSpec::MaxDelay { limiter: Box::new(exponential), max: secs(300) },
+                ]),
+            },
+        };
+        let orders = QueueConfig {
+            name: "orders".into(),
+            settings: QueueSettings { lease_ttl: secs(5400), max_lease_ttl: secs(7200), ..QueueSettings::default() },
+        };
+        assert_eq!(config.queues, vec![default, orders]);
+    }
+
+    #[test]
+    fn config_should_keep_the_queues_in_file_order() {
+        let config = Config::parse("queues:\n  zeta: {}\n  alpha: {}\n  mid: {}\n", FILE).unwrap();
+        let names: Vec<_> = config.queues.iter().map(|q| q.name.as_str()).collect();
+        assert_eq!(names, ["zeta", "alpha", "mid"]);
+    }
+
+    #[test]
+    fn config_should_default_every_field_left_out() {
+        for yaml in ["queues:\n  a:\n", "queues:\n  a: {}\n", "queues: { a: ~ }\n"] {
+            let config = Config::parse(yaml, FILE).unwrap();
+            assert_eq!(
+                config.queues,
+                vec![QueueConfig { name: "a".into(), settings: QueueSettings::default() }],
+                "{yaml}"
+            );
+        }
+    }
+
+    #[test]
+    fn standalone_should_serve_one_default_queue_with_default_settings() {
+        let config = Config::standalone();
+        assert_eq!(config.queues.len(), 1);
+        assert_eq!(config.queues[0].name, "default");
+        assert_eq!(config.queues[0].settings, QueueSettings::default());
+    }
+
+    #[test]
+    fn standalone_example_file_should_parse_to_the_defaults_with_a_five_minute_cap() {
+        let text = include_str!("../../deploy/examples/standalone.yaml");
+        let config = Config::parse(text, "deploy/examples/standalone.yaml").unwrap();
+        let expected = QueueSettings {
+            rate_limiter: RateLimiterSpec::MaxOf(vec![
+                RateLimiterSpec::Exponential { base: ms(5), max: secs(300) },
+                RateLimiterSpec::Bucket { qps: 10.0, burst: 100 },
+            ]),
+            ..QueueSettings::default()
+        };
+        assert_eq!(config.queues, vec![QueueConfig { name: "default".into(), settings: expected }]);
+    }
+
+    #[test]
+    fn config_should_name_the_field_of_a_bad_duration() {
+        let yaml = "queues:\n  orders:\n    lease_ttl: 30 parsecs\n";
+        assert_eq!(
+            parse_err(yaml).to_string(),
+            "deploy/examples/bad.yaml: queues.orders.lease_ttl: invalid duration \"30 parsecs\": \
+             unknown time unit \"parsecs\", use one of ns, us, ms, s, m, h, d (line 3, column 16)"
+        );
+    }
+
+    #[test]
+    fn config_should_name_the_field_and_position_of_a_wrong_type() {
+        let (field, problem, position) = field_err("queues:\n  orders:\n    max_keys: lots\n");
+        assert_eq!(field, "queues.orders.max_keys");
+        assert!(problem.starts_with("invalid type: string \"lots\""), "{problem}");
+        assert_eq!(position, Some((3, 15)));
+    }
+
+    #[test]
+    fn config_should_name_a_nested_rate_limiter_field() {
+        let yaml = "\
+queues:
+  orders:
+    rate_limiter:
+      max_of:
+        - exponential: { base: 5ms, max: 5m }
+        - bucket: { qps: fast, burst: 100 }
+";
+        let (field, problem, position) = field_err(yaml);
+        assert_eq!(field, "queues.orders.rate_limiter.max_of[1].bucket.qps");
+        assert!(problem.starts_with("invalid type: string \"fast\""), "{problem}");
+        assert_eq!(position, Some((6, 26)));
+    }
+
+    #[test]
+    fn config_should_name_an_unknown_field() {
+        let (field, problem, position) = field_err("queues:\n  orders:\n    lease_tll: 5s\n");
+        assert_eq!(field, "queues.orders.lease_tll");
+        assert!(problem.starts_with("unknown field `lease_tll`, expected one of `lease_ttl`"), "{problem}");
+        assert_eq!(position, Some((3, 5)));
+    }
+
+    #[test]
+    fn config_should_name_an_unknown_top_level_field() {
+        let (field, problem, _) = field_err("queue:\n  orders: {}\n");
+        assert_eq!(field, "queue");
+        assert!(problem.starts_with("unknown field `queue`"), "{problem}");
+    }
+
+    #[test]
+    fn config_should_refuse_informers_as_not_supported_yet() {
+        let yaml = "queues:\n  orders: {}\ninformers:\n  - kind: Pod\n";
+        let err = parse_err(yaml);
+        assert!(
+            err.to_string().starts_with("deploy/examples/bad.yaml: informers: not supported yet in this version"),
+            "{err}"
+        );
+        assert!(err.position().is_some(), "{err}");
+        let (field, _, _) = field_err("informers: ~\nqueues:\n  orders: {}\n");
+        assert_eq!(field, "informers");
+    }
+
+    #[test]
+    fn config_should_refuse_a_queue_defined_twice_at_its_second_line() {
+        let (field, problem, position) = field_err("queues:\n  orders: {}\n  users: {}\n  orders: {}\n");
+        assert_eq!(field, "queues.orders");
+        assert_eq!(problem, "queue \"orders\" is defined twice; queue names must be unique");
+        assert_eq!(position, Some((4, 3)));
+    }
+
+    #[test]
+    fn config_should_refuse_a_bad_queue_name_and_say_what_is_allowed() {
+        let (field, problem, position) = field_err("queues:\n  Orders: {}\n");
+        assert_eq!(field, "queues.Orders");
+        assert!(problem.starts_with("queue name \"Orders\" is not allowed: use 1 to 253"), "{problem}");
+        assert_eq!(position, Some((2, 3)));
+    }
+
+    #[test]
+    fn config_should_refuse_a_file_without_queues() {
+        for yaml in ["", "queues:\n", "queues: {}\n", "# only a comment\n"] {
+            let err = parse_err(yaml);
+            assert!(matches!(err, ConfigError::NoQueues { .. }), "{yaml:?}: {err:?}");
+            assert_eq!(
+                err.to_string(),
+                "deploy/examples/bad.yaml: queues: define at least one queue or run without \
+                 --config for the standalone `default` queue"
+            );
+        }
+    }
+
+    #[test]
+    fn config_should_report_a_syntax_error_with_its_position() {
+        let err = parse_err("queues:\n  orders: { lease_ttl: 5s\n  users: {}\n");
+        let ConfigError::Syntax { file, problem, position } = &err else {
+            panic!("expected a syntax error, got {err:?}");
+        };
+        assert_eq!(file, FILE);
+        assert_eq!(problem, "did not find expected ',' or '}', while parsing a flow mapping at line 2 column 11");
+        assert_eq!(*position, Some(Position { line: 3, column: 8 }));
+        assert_eq!(
+            err.to_string(),
+            "deploy/examples/bad.yaml: invalid YAML: did not find expected ',' or '}', \
+             while parsing a flow mapping at line 2 column 11 (line 3, column 8)"
+        );
+    }
+
+    #[test]
+    fn config_should_refuse_several_documents() {
+        let err = parse_err("queues: { a: {} }\n---\nqueues: { b: {} }\n");
+        assert!(matches!(err, ConfigError::Syntax { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn config_should_carry_the_queue_path_of_a_domain_validation_error() {
+        let yaml = "queues:\n  orders:\n    rate_limiter:\n      exponential: { base: 1s, max: 5ms }\n";
+        let err = parse_err(yaml);
+        let ConfigError::Setting { file, source } = &err else {
+            panic!("expected a setting error, got {err:?}");
+        };
+        assert_eq!(file, FILE);
+        assert_eq!(source.setting, "queues.orders.rate_limiter.exponential.max");
+        assert!(
+            err.to_string().starts_with(
+                "deploy/examples/bad.yaml: queues.orders.rate_limiter.exponential.max: must be at least base"
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn config_should_refuse_a_lease_ttl_above_its_maximum() {
+        let err = parse_err("queues:\n  orders:\n    lease_ttl: 1h\n");
+        assert_eq!(
+            err.to_string().split_once(": must").map(|(head, _)| head.to_owned()),
+            Some("deploy/examples/bad.yaml: queues.orders.max_lease_ttl".to_owned())
+        );
+    }
+
+    #[test]
+    fn load_should_name_a_missing_file() {
+        let err = Config::load(Path::new("/nonexistent/wqs.yaml")).unwrap_err();
+        assert!(matches!(err, ConfigError::Read { .. }), "{err:?}");
+        assert!(err.to_string().starts_with("/nonexistent/wqs.yaml: cannot read the config file: "), "{err}");
+    }
+
+    #[test]
+    fn load_should_read_the_standalone_example() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/examples/standalone.yaml");
+        let config = Config::load(&path).unwrap();
+        assert_eq!(config.queues[0].name, "default");
+    }
+}
