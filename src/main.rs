@@ -1,1 +1,98 @@
-fn main() {}
+//! The `workqueue-sidecar` binary: config, then queues, then listeners, then serve until a signal.
+//!
+//! Startup is ordered so that every configuration error exits non-zero
+//! before any port is bound.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::watch;
+use tracing::{error, info, warn};
+use workqueue_sidecar::cli::{Cli, LogFormat};
+use workqueue_sidecar::config::Config;
+use workqueue_sidecar::queues::QueueRegistry;
+use workqueue_sidecar::{grpc, server};
+
+/// How long open connections get to close after the queues drained.
+const CLOSE_CONNECTIONS_WITHIN: Duration = Duration::from_secs(2);
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(&cli);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: starting the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            error!("{err:#}");
+            eprintln!("error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init_logging(cli: &Cli) {
+    let filter =
+        tracing_subscriber::EnvFilter::try_new(&cli.log).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let colors = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(colors);
+    match cli.log_format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let config = match &cli.config {
+        Some(path) => Config::load(path)?,
+        None => Config::standalone(),
+    };
+    if cli.check_config {
+        for queue in &config.queues {
+            println!("queue {}: {:?}", queue.name, queue.settings);
+        }
+        return Ok(());
+    }
+    let queues = Arc::new(
+        QueueRegistry::new(config.queues.into_iter().map(|q| (q.name, q.settings))).context("creating the queues")?,
+    );
+    let listeners = server::Listeners::bind(cli.tcp.0, cli.unix.as_deref(), cli.allow_remote).await?;
+    let api = grpc::api(queues.clone()).await.context("building the gRPC services")?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let serving = tokio::spawn(server::serve(api.routes, listeners, stop_rx));
+    info!(queues = ?queues.names(), "workqueue-sidecar started");
+
+    let signal_name = wait_for_signal().await?;
+    info!(signal = signal_name, grace_period = ?cli.grace_period, "shutting down: no new leases, held leases may finish");
+    grpc::set_not_serving(&api.health).await;
+    for (queue, report) in queues.drain_all(cli.grace_period).await {
+        info!(%queue, finished = report.finished, returned = report.returned, "queue drained");
+    }
+    let _ = stop_tx.send(true);
+    // Streams end by themselves once their leases are gone; a client that
+    // keeps a connection open must not keep the process alive.
+    match tokio::time::timeout(CLOSE_CONNECTIONS_WITHIN, serving).await {
+        Ok(served) => served.context("server task")?.context("serving gRPC")?,
+        Err(_) => warn!(after = ?CLOSE_CONNECTIONS_WITHIN, "clients kept connections open; closing them"),
+    }
+    info!("stopped");
+    Ok(())
+}
+
+async fn wait_for_signal() -> anyhow::Result<&'static str> {
+    let mut terminate = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    Ok(tokio::select! {
+        _ = terminate.recv() => "SIGTERM",
+        _ = interrupt.recv() => "SIGINT",
+    })
+}

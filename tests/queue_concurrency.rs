@@ -81,7 +81,7 @@ async fn concurrent_producers_and_workers_should_keep_every_invariant() {
                     assert!(!tracker.held[key].swap(true, Ordering::SeqCst), "key {key} held by two workers");
                     tracker.seen[key].fetch_max(tracker.adds[key].load(Ordering::SeqCst), Ordering::SeqCst);
                     n += 1;
-                    if n % 5 == 0 {
+                    if n.is_multiple_of(5) {
                         tokio::task::yield_now().await;
                     }
                     tracker.held[key].store(false, Ordering::SeqCst);
@@ -90,7 +90,7 @@ async fn concurrent_producers_and_workers_should_keep_every_invariant() {
                         1 => FinishOutcome::RequeueAfter(Duration::from_micros(200)),
                         _ => FinishOutcome::Success,
                     };
-                    if n % 97 == 0 {
+                    if n.is_multiple_of(97) {
                         // This worker "crashes": its leases are released, and its
                         // late Done must be refused.
                         queue.release_holder(&holder);

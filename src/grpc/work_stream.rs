@@ -153,13 +153,15 @@ impl Session {
                             send(&self.tx, work_response::Kind::Lease(convert::lease(lease))).await?;
                         }
                     }
-                    Err(QueueError::ShuttingDown) => {
-                        shutting_down = true;
-                        if self.queue.cancel_requested() {
-                            self.cancel_all("the queue is shutting down").await?;
-                        }
-                    }
+                    Err(QueueError::ShuttingDown) => {}
                     Err(other) => return Err(ApiError::from(other).into()),
+                },
+                // Heard even while the window is full and no Get is pending.
+                _ = queue.closing(), if !shutting_down => {
+                    shutting_down = true;
+                    if self.queue.cancel_requested() {
+                        self.cancel_all("the queue is shutting down").await?;
+                    }
                 },
                 _ = sleep_until(next_check.unwrap_or_else(Instant::now)), if next_check.is_some() => self.prune_ended(),
                 _ = tx.closed() => return Ok(()),

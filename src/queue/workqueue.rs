@@ -10,7 +10,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 use tokio::time::{Instant, sleep_until};
 
 use super::error::QueueError;
@@ -40,6 +40,8 @@ struct Shared<K> {
     leases_ended: Notify,
     /// Wakes the timer task when an earlier deadline appears or the queue goes away.
     timer: Arc<Notify>,
+    /// Turns true when the queue starts shutting down; a watch so late subscribers see it too.
+    closing: watch::Sender<bool>,
 }
 
 impl<K> Drop for Shared<K> {
@@ -70,6 +72,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             ready: Notify::new(),
             leases_ended: Notify::new(),
             timer: timer.clone(),
+            closing: watch::Sender::new(false),
         });
         tokio::spawn(run_timer(Arc::downgrade(&shared), timer));
         Ok(WorkQueue { shared })
@@ -228,6 +231,13 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     pub fn shut_down(&self) {
         self.shared.state.lock().shut_down(true);
         self.shared.ready.notify_waiters();
+        self.shared.closing.send_replace(true);
+    }
+
+    /// Resolves once the queue starts shutting down (at once if it already has).
+    pub async fn closing(&self) {
+        let mut closing = self.shared.closing.subscribe();
+        let _ = closing.wait_for(|closing| *closing).await;
     }
 
     /// `ShutDownWithDrain`: stops granting, waits up to `grace` for held
@@ -240,6 +250,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             state.held()
         };
         self.shared.ready.notify_waiters();
+        self.shared.closing.send_replace(true);
         loop {
             let ended = self.shared.leases_ended.notified();
             tokio::pin!(ended);
