@@ -41,7 +41,7 @@ async fn step<T>(what: &str, fut: impl Future<Output = T>) -> T {
 }
 
 #[tokio::test]
-async fn user_crd_installs_and_users_round_trip() {
+async fn k8s_user_crd_installs_and_users_round_trip() {
     let client = control_plane::client().await;
     let crd = apply_crd(&client, USER_CRD_NAME, USER_CRD).await;
     assert_eq!(crd.spec.scope, "Cluster");
@@ -126,7 +126,7 @@ async fn user_crd_installs_and_users_round_trip() {
 }
 
 #[tokio::test]
-async fn each_test_gets_a_fresh_namespace() {
+async fn k8s_each_test_gets_a_fresh_namespace() {
     let client = control_plane::client().await;
     let a = TestNamespace::create(&client, "smoke-ns").await;
     let b = TestNamespace::create(&client, "smoke-ns").await;
