@@ -1,12 +1,15 @@
 //! The sidecar's named queues, built once from the config and looked up by name.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::queue::{DrainReport, QueueSettings, SettingsError, WorkQueue};
 
-/// Keys on the wire are strings (`namespace/name`), so every served queue is a `WorkQueue<String>`.
-pub type Queue = WorkQueue<String>;
+/// Keys on the wire are strings (`namespace/name`); the queue keeps them as
+/// `Arc<str>` so that storing a key twice or handing it out costs a
+/// reference count, not an allocation under the queue's lock.
+pub type Queue = WorkQueue<Arc<str>>;
 
 /// Every queue of this sidecar, by name.
 pub struct QueueRegistry {

@@ -1,5 +1,6 @@
 //! Conversions between queue types and wire messages.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
@@ -50,7 +51,7 @@ pub fn reasons(set: &ReasonSet) -> Vec<pb::Reason> {
         .collect()
 }
 
-pub fn lease(lease: Lease<String>) -> pb::Lease {
+pub fn lease(lease: Lease<Arc<str>>) -> pb::Lease {
     pb::Lease {
         token: lease.token.0,
         deadline: Some(timestamp(lease.deadline)),
@@ -61,7 +62,7 @@ pub fn lease(lease: Lease<String>) -> pb::Lease {
         enqueued_at: Some(timestamp(lease.enqueued_at)),
         last_error: lease.last_error.as_deref().unwrap_or_default().to_string(),
         object: None,
-        key: lease.key,
+        key: lease.key.to_string(),
     }
 }
 

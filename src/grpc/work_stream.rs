@@ -76,7 +76,7 @@ struct Session {
     window: u32,
     ttl: Option<Duration>,
     /// Leases this stream holds, by token: key and deadline as last known.
-    held: HashMap<LeaseToken, (String, Instant)>,
+    held: HashMap<LeaseToken, (Arc<str>, Instant)>,
     tx: mpsc::Sender<Result<pb::WorkResponse, Status>>,
 }
 
@@ -217,7 +217,7 @@ impl Session {
             None => finish_outcome(false, None, None),
         }?;
         let token = LeaseToken(finish.token);
-        let result = self.queue.finish(&finish.key, token, outcome);
+        let result = self.queue.finish(finish.key.as_str(), token, outcome);
         if matches!(result, Ok(()) | Err(QueueError::StaleToken { .. })) {
             // Either way the lease is no longer this stream's: its credit comes back.
             self.held.remove(&token);
@@ -230,7 +230,7 @@ impl Session {
         validate::token(extend.token)?;
         let ttl = validate::duration("extend.ttl", extend.ttl)?;
         let token = LeaseToken(extend.token);
-        let renewal = self.queue.extend(&extend.key, token, ttl).map_err(ApiError::from)?;
+        let renewal = self.queue.extend(extend.key.as_str(), token, ttl).map_err(ApiError::from)?;
         if let Some((_, deadline)) = self.held.get_mut(&token) {
             *deadline = renewal.deadline;
         }
@@ -250,8 +250,12 @@ impl Session {
 
     async fn cancel_all(&self, why: &str) -> Result<(), Status> {
         for (token, (key, _)) in &self.held {
-            let cancel =
-                work_response::Cancel { key: key.clone(), token: token.0, revoked: false, message: why.to_string() };
+            let cancel = work_response::Cancel {
+                key: key.to_string(),
+                token: token.0,
+                revoked: false,
+                message: why.to_string(),
+            };
             send(&self.tx, work_response::Kind::Cancel(cancel)).await?;
         }
         Ok(())

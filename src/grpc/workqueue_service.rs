@@ -68,7 +68,7 @@ impl WorkQueueService for WorkQueueApi {
         validate::keys(&req.keys)?;
         let reason = manual_reason(&req.reason);
         for key in req.keys {
-            queue.add(key, priority(req.priority), reason.clone()).map_err(ApiError::from)?;
+            queue.add(Arc::from(key), priority(req.priority), reason.clone()).map_err(ApiError::from)?;
         }
         Ok(Response::new(pb::AddResponse {}))
     }
@@ -80,7 +80,7 @@ impl WorkQueueService for WorkQueueApi {
         let delay = validate::duration("delay", req.delay)?.unwrap_or_default();
         let reason = manual_reason(&req.reason);
         for key in req.keys {
-            queue.add_after(key, delay, priority(req.priority), reason.clone()).map_err(ApiError::from)?;
+            queue.add_after(Arc::from(key), delay, priority(req.priority), reason.clone()).map_err(ApiError::from)?;
         }
         Ok(Response::new(pb::AddAfterResponse {}))
     }
@@ -92,8 +92,9 @@ impl WorkQueueService for WorkQueueApi {
         let reason = manual_reason(&req.reason);
         let mut keys = Vec::with_capacity(req.keys.len());
         for key in req.keys {
-            let (delay, failures) =
-                queue.add_rate_limited(key.clone(), priority(req.priority), reason.clone()).map_err(ApiError::from)?;
+            let (delay, failures) = queue
+                .add_rate_limited(Arc::from(key.as_str()), priority(req.priority), reason.clone())
+                .map_err(ApiError::from)?;
             keys.push(pb::RateLimitedKey { key, failures, delay: Some(convert::duration(delay)) });
         }
         Ok(Response::new(pb::AddRateLimitedResponse { keys }))
@@ -125,7 +126,7 @@ impl WorkQueueService for WorkQueueApi {
         let queue = self.queue(&req.queue)?;
         validate::key("key", &req.key)?;
         validate::token(req.token)?;
-        queue.done(&req.key, LeaseToken(req.token)).map_err(ApiError::from)?;
+        queue.done(req.key.as_str(), LeaseToken(req.token)).map_err(ApiError::from)?;
         Ok(Response::new(pb::DoneResponse {}))
     }
 
@@ -133,7 +134,7 @@ impl WorkQueueService for WorkQueueApi {
         let req = request.into_inner();
         let queue = self.queue(&req.queue)?;
         validate::key("key", &req.key)?;
-        queue.forget(&req.key);
+        queue.forget(req.key.as_str());
         Ok(Response::new(pb::ForgetResponse {}))
     }
 
@@ -141,7 +142,7 @@ impl WorkQueueService for WorkQueueApi {
         let req = request.into_inner();
         let queue = self.queue(&req.queue)?;
         validate::key("key", &req.key)?;
-        Ok(Response::new(pb::NumRequeuesResponse { num_requeues: queue.num_requeues(&req.key) }))
+        Ok(Response::new(pb::NumRequeuesResponse { num_requeues: queue.num_requeues(req.key.as_str()) }))
     }
 
     async fn len(&self, request: Request<pb::LenRequest>) -> Reply<pb::LenResponse> {
@@ -171,7 +172,7 @@ impl WorkQueueService for WorkQueueApi {
         validate::key("key", &req.key)?;
         validate::token(req.token)?;
         let ttl = validate::duration("ttl", req.ttl)?;
-        let renewal = queue.extend(&req.key, LeaseToken(req.token), ttl).map_err(ApiError::from)?;
+        let renewal = queue.extend(req.key.as_str(), LeaseToken(req.token), ttl).map_err(ApiError::from)?;
         Ok(Response::new(pb::ExtendResponse {
             deadline: Some(convert::timestamp(renewal.deadline)),
             ttl: Some(convert::remaining(renewal.deadline)),
@@ -190,7 +191,7 @@ impl WorkQueueService for WorkQueueApi {
             Some(finish_request::Outcome::RequeueAfter(requeue)) => finish_outcome(false, None, Some(requeue)),
             None => finish_outcome(false, None, None),
         }?;
-        queue.finish(&req.key, LeaseToken(req.token), outcome).map_err(ApiError::from)?;
+        queue.finish(req.key.as_str(), LeaseToken(req.token), outcome).map_err(ApiError::from)?;
         Ok(Response::new(pb::FinishResponse {}))
     }
 
@@ -198,7 +199,7 @@ impl WorkQueueService for WorkQueueApi {
         let req = request.into_inner();
         let queue = self.queue(&req.queue)?;
         validate::key("key", &req.key)?;
-        Ok(Response::new(convert::key_state(queue.key_status(&req.key))))
+        Ok(Response::new(convert::key_state(queue.key_status(req.key.as_str()))))
     }
 
     type WorkStream = WorkStream;

@@ -16,7 +16,8 @@ pub struct KeyStatus {
     /// Failures since the key was last forgotten (`NumRequeues`).
     pub failures: u32,
     pub last_error: Option<Arc<str>>,
-    /// Why the key is queued, or why the current lease was granted.
+    /// Why the key is queued or waiting; empty while held (the lease carries
+    /// its reasons, and re-adds while held show in `KeyPhase::Held::dirty`).
     pub reasons: ReasonSet,
     /// When it entered the queue (for a held key: before it was granted).
     pub enqueued_at: Option<Instant>,

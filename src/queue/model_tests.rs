@@ -343,7 +343,7 @@ fn run(ops: Vec<Op>) {
             }
             Op::Done { key, stale } => {
                 let token = token_for(&model, key, stale);
-                let result = queue.done(&KEYS[key].into(), token, now);
+                let result = queue.done(KEYS[key], token, now);
                 if model.held_token(key) == Some(token) {
                     result.unwrap();
                     model.end_lease(key, None, now);
@@ -358,7 +358,7 @@ fn run(ops: Vec<Op>) {
                     Outcome::Retry => FinishOutcome::Retry { error: "boom".into() },
                     Outcome::RequeueAfter(d) => FinishOutcome::RequeueAfter(ms(d)),
                 };
-                let result = queue.finish(&KEYS[key].into(), token, queue_outcome, now);
+                let result = queue.finish(KEYS[key], token, queue_outcome, now);
                 if model.held_token(key) == Some(token) {
                     result.unwrap();
                     let requeue = match outcome {
@@ -381,7 +381,7 @@ fn run(ops: Vec<Op>) {
             }
             Op::Extend { key, stale, ttl_ms } => {
                 let token = token_for(&model, key, stale);
-                let result = queue.extend(&KEYS[key].into(), token, ttl_ms.map(ms), now);
+                let result = queue.extend(KEYS[key], token, ttl_ms.map(ms), now);
                 if model.held_token(key) == Some(token) {
                     let renewal = result.unwrap();
                     assert_eq!(renewal.deadline, now + ttl(ttl_ms));
@@ -394,7 +394,7 @@ fn run(ops: Vec<Op>) {
                 }
             }
             Op::Forget { key } => {
-                queue.forget(&KEYS[key].into());
+                queue.forget(KEYS[key]);
                 let k = model.key(key);
                 (k.failures, k.last_error) = (0, None);
             }

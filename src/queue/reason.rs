@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 /// What kind of event put a key on the queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ReasonKind {
@@ -52,19 +54,20 @@ impl Reason {
 
 /// The distinct reasons of one queued key, in the order they first arrived.
 ///
-/// Kept as a small vector: a key rarely has more than two or three reasons,
-/// and a hash set would cost more memory per key than the reasons themselves.
+/// Kept as a small vector with room for one reason inline: most keys have
+/// exactly one, so an add allocates nothing for it, and a hash set would cost
+/// more memory per key than the reasons themselves.
 /// The size is capped so that a key re-added from many sources cannot grow
 /// without bound; past the cap the oldest reasons are kept.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ReasonSet(Vec<Reason>);
+pub struct ReasonSet(SmallVec<[Reason; 1]>);
 
 impl ReasonSet {
     /// How many distinct reasons one key keeps; more are dropped (the first ones stay).
     pub const MAX_REASONS: usize = 16;
 
     pub fn new() -> Self {
-        ReasonSet(Vec::new())
+        ReasonSet(SmallVec::new())
     }
 
     pub fn insert(&mut self, reason: Reason) {
@@ -102,7 +105,9 @@ impl ReasonSet {
 
 impl From<Reason> for ReasonSet {
     fn from(reason: Reason) -> Self {
-        ReasonSet(vec![reason])
+        let mut set = ReasonSet::new();
+        set.0.push(reason);
+        set
     }
 }
 

@@ -6,6 +6,7 @@
 //! async `WorkQueue` wraps this in a mutex; tests drive it directly with
 //! explicit instants.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 use std::sync::Arc;
@@ -41,7 +42,7 @@ struct Entry<K> {
     last_error: Option<Arc<str>>,
     /// Priority while ready or waiting; the lease's priority while held.
     priority: i32,
-    /// Reasons while ready or waiting; the lease's reasons while held.
+    /// Reasons while ready or waiting; empty while held (the lease took them).
     reasons: ReasonSet,
     /// When the key entered the queue since it was last granted.
     enqueued_at: Option<Instant>,
@@ -87,7 +88,9 @@ enum LeaseEnd {
 pub(crate) struct QueueState<K> {
     settings: QueueSettings,
     limiter: RateLimiter,
-    index: HashMap<K, Slot>,
+    /// Keys come from clients; foldhash is seeded per process and several
+    /// times faster than SipHash on short keys like `namespace/name`.
+    index: HashMap<K, Slot, foldhash::fast::RandomState>,
     entries: Slab<Entry<K>>,
     ready: ReadyLanes,
     /// Delayed keys by ready time; the sequence number breaks ties.
@@ -113,7 +116,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         QueueState {
             settings,
             limiter,
-            index: HashMap::new(),
+            index: HashMap::default(),
             entries: Slab::new(),
             ready: ReadyLanes::default(),
             waiting: BTreeMap::new(),
@@ -337,7 +340,8 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             priority: entry.priority,
             failures: entry.failures,
             last_error: entry.last_error.clone(),
-            reasons: entry.reasons.clone(),
+            // The reasons travel with the lease; re-adds while held collect in `pending`.
+            reasons: std::mem::take(&mut entry.reasons),
             enqueued_at: entry.enqueued_at.unwrap_or(popped.ready_since),
             granted_at: now,
         })
@@ -350,20 +354,28 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     // ----- ending leases -----
 
     /// `Done`: the holder finished; a key added meanwhile is queued again.
-    pub(crate) fn done(&mut self, key: &K, token: LeaseToken, now: Instant) -> Result<(), QueueError> {
+    pub(crate) fn done<Q>(&mut self, key: &Q, token: LeaseToken, now: Instant) -> Result<(), QueueError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let slot = self.held_slot(key, token)?;
         self.end_lease(slot, LeaseEnd::Done, now);
         Ok(())
     }
 
     /// `Finish`: `Done` plus what the outcome asks for.
-    pub(crate) fn finish(
+    pub(crate) fn finish<Q>(
         &mut self,
-        key: &K,
+        key: &Q,
         token: LeaseToken,
         outcome: FinishOutcome,
         now: Instant,
-    ) -> Result<(), QueueError> {
+    ) -> Result<(), QueueError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let slot = self.held_slot(key, token)?;
         let end = match outcome {
             FinishOutcome::Success => LeaseEnd::Success,
@@ -375,13 +387,17 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     }
 
     /// `Extend`: moves the lease's deadline to `now + ttl`.
-    pub(crate) fn extend(
+    pub(crate) fn extend<Q>(
         &mut self,
-        key: &K,
+        key: &Q,
         token: LeaseToken,
         ttl: Option<Duration>,
         now: Instant,
-    ) -> Result<LeaseRenewal, QueueError> {
+    ) -> Result<LeaseRenewal, QueueError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let slot = self.held_slot(key, token)?;
         let deadline = now + self.lease_ttl(ttl);
         let Phase::Held(held) = &mut self.entries[slot].phase else { unreachable!("held_slot checked the phase") };
@@ -417,7 +433,11 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     }
 
     /// Whether `token` is still the current lease of `key`.
-    pub(crate) fn is_current(&self, key: &K, token: LeaseToken) -> bool {
+    pub(crate) fn is_current<Q>(&self, key: &Q, token: LeaseToken) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.held_slot(key, token).is_ok()
     }
 
@@ -426,7 +446,11 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         self.cancel_held
     }
 
-    fn held_slot(&self, key: &K, token: LeaseToken) -> Result<Slot, QueueError> {
+    fn held_slot<Q>(&self, key: &Q, token: LeaseToken) -> Result<Slot, QueueError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let stale = QueueError::StaleToken { token };
         let &slot = self.index.get(key).ok_or(stale.clone())?;
         match &self.entries[slot].phase {
@@ -498,7 +522,11 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     // ----- failures -----
 
     /// `Forget`: clears the key's failure count and last error.
-    pub(crate) fn forget(&mut self, key: &K) {
+    pub(crate) fn forget<Q>(&mut self, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         if let Some(&slot) = self.index.get(key) {
             let entry = &mut self.entries[slot];
             entry.failures = 0;
@@ -508,7 +536,11 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     }
 
     /// `NumRequeues`: failures since the key was last forgotten.
-    pub(crate) fn num_requeues(&self, key: &K) -> u32 {
+    pub(crate) fn num_requeues<Q>(&self, key: &Q) -> u32
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.index.get(key).map_or(0, |&slot| self.entries[slot].failures)
     }
 
@@ -595,7 +627,11 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         }
     }
 
-    pub(crate) fn key_status(&self, key: &K) -> KeyStatus {
+    pub(crate) fn key_status<Q>(&self, key: &Q) -> KeyStatus
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let Some(&slot) = self.index.get(key) else {
             return KeyStatus {
                 phase: KeyPhase::Absent,

@@ -5,6 +5,7 @@
 //! makes delayed keys ready and expires leases at their deadlines. The timer
 //! task holds only a weak reference and ends when the last handle is dropped.
 
+use std::borrow::Borrow;
 use std::hash::Hash;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -159,23 +160,39 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     }
 
     /// `Done`: the lease ends; a key added meanwhile goes back to the queue.
-    pub fn done(&self, key: &K, token: LeaseToken) -> Result<(), QueueError> {
+    pub fn done<Q>(&self, key: &Q, token: LeaseToken) -> Result<(), QueueError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.with_state(|state, now| state.done(key, token, now))
     }
 
     /// `Finish`: ends the lease with an outcome (success, retry, requeue after).
-    pub fn finish(&self, key: &K, token: LeaseToken, outcome: FinishOutcome) -> Result<(), QueueError> {
+    pub fn finish<Q>(&self, key: &Q, token: LeaseToken, outcome: FinishOutcome) -> Result<(), QueueError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.with_state(|state, now| state.finish(key, token, outcome, now))
     }
 
     /// `Extend`: pushes the lease's deadline to now plus `ttl` (or the default).
-    pub fn extend(&self, key: &K, token: LeaseToken, ttl: Option<Duration>) -> Result<LeaseRenewal, QueueError> {
+    pub fn extend<Q>(&self, key: &Q, token: LeaseToken, ttl: Option<Duration>) -> Result<LeaseRenewal, QueueError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.with_state(|state, now| state.extend(key, token, ttl, now))
     }
 
     /// Whether `token` is still the current lease of `key` (it has not ended,
     /// expired or been handed back).
-    pub fn is_current(&self, key: &K, token: LeaseToken) -> bool {
+    pub fn is_current<Q>(&self, key: &Q, token: LeaseToken) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.with_state(|state, _| state.is_current(key, token))
     }
 
@@ -191,12 +208,20 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     }
 
     /// `Forget`: clears the key's failures.
-    pub fn forget(&self, key: &K) {
+    pub fn forget<Q>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.with_state(|state, _| state.forget(key))
     }
 
     /// `NumRequeues`: the key's failures since it was last forgotten.
-    pub fn num_requeues(&self, key: &K) -> u32 {
+    pub fn num_requeues<Q>(&self, key: &Q) -> u32
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.shared.state.lock().num_requeues(key)
     }
 
@@ -213,7 +238,11 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         self.with_state(|state, _| state.counts())
     }
 
-    pub fn key_status(&self, key: &K) -> KeyStatus {
+    pub fn key_status<Q>(&self, key: &Q) -> KeyStatus
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.with_state(|state, _| state.key_status(key))
     }
 

@@ -102,7 +102,7 @@ async fn add_after_should_keep_the_earliest_ready_time() {
 async fn add_should_make_a_waiting_key_ready_at_once() {
     let q = queue();
     q.add_after("a".into(), Duration::from_secs(60), 0, manual()).unwrap();
-    assert!(matches!(q.key_status(&"a".into()).phase, KeyPhase::Waiting { .. }));
+    assert!(matches!(q.key_status("a").phase, KeyPhase::Waiting { .. }));
     add(&q, "a", 0);
     assert_eq!(take_key(&q).as_deref(), Some("a"));
     assert_eq!(q.counts().waiting, 0);
@@ -161,8 +161,8 @@ async fn re_add_should_raise_priority_but_never_lower_it() {
     add(&q, "b", 0);
     add(&q, "a", 5);
     add(&q, "b", -100);
-    assert_eq!(q.key_status(&"a".into()).priority, 5);
-    assert_eq!(q.key_status(&"b".into()).priority, 0);
+    assert_eq!(q.key_status("a").priority, 5);
+    assert_eq!(q.key_status("b").priority, 0);
     assert_eq!(take_key(&q).as_deref(), Some("a"));
     assert_eq!(take_key(&q).as_deref(), Some("b"));
 }
@@ -234,14 +234,14 @@ async fn stale_token_should_be_rejected_and_change_nothing() {
     q.done(&first.key, first.token).unwrap();
     add(&q, "a", 0);
     let second = take(&q).unwrap();
-    let before = q.key_status(&"a".into());
+    let before = q.key_status("a");
     let stale = QueueError::StaleToken { token: first.token };
-    assert_eq!(q.done(&"a".into(), first.token), Err(stale.clone()));
-    assert_eq!(q.extend(&"a".into(), first.token, None), Err(stale.clone()));
-    assert_eq!(q.finish(&"a".into(), first.token, FinishOutcome::Success), Err(stale));
-    assert_eq!(q.key_status(&"a".into()), before);
-    assert!(q.done(&"unknown".into(), second.token).is_err());
-    q.done(&"a".into(), second.token).unwrap();
+    assert_eq!(q.done("a", first.token), Err(stale.clone()));
+    assert_eq!(q.extend("a", first.token, None), Err(stale.clone()));
+    assert_eq!(q.finish("a", first.token, FinishOutcome::Success), Err(stale));
+    assert_eq!(q.key_status("a"), before);
+    assert!(q.done("unknown", second.token).is_err());
+    q.done("a", second.token).unwrap();
 }
 
 #[tokio::test(start_paused = true)]
@@ -274,7 +274,7 @@ async fn expired_lease_should_requeue_the_key_as_a_failure() {
     let lease = q.get(&worker("w"), Some(Duration::from_secs(1))).await.unwrap();
     advance(Duration::from_secs(1)).await;
     settle().await;
-    let status = q.key_status(&"a".into());
+    let status = q.key_status("a");
     assert!(matches!(status.phase, KeyPhase::Waiting { .. }), "backs off by the rate limiter: {status:?}");
     assert_eq!(status.failures, 1);
     assert!(status.reasons.contains_kind(ReasonKind::LeaseExpired));
