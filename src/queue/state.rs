@@ -104,6 +104,9 @@ pub(crate) struct QueueState<K> {
     cancel_held: bool,
     /// Keys that became ready since the last `take_wakeups`.
     wakeups: usize,
+    /// Leases ever ended without their holder (expired, released, handed back),
+    /// so a drain can tell what its workers finished from what went back.
+    leases_lost: u64,
     /// The earliest deadline the timer task is sleeping towards, if any.
     timer_target: Option<Instant>,
     /// A deadline earlier than `timer_target` was added: the timer must wake.
@@ -126,6 +129,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             shutting_down: false,
             cancel_held: false,
             wakeups: 0,
+            leases_lost: 0,
             timer_target: None,
             timer_stale: false,
         }
@@ -471,6 +475,9 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         entry.reasons = ReasonSet::new();
         entry.enqueued_at = None;
 
+        if matches!(end, LeaseEnd::Lost(_) | LeaseEnd::Returned) {
+            self.leases_lost += 1;
+        }
         let requeue: Option<(ReasonKind, Instant)> = match end {
             LeaseEnd::Done => None,
             LeaseEnd::Success => {
@@ -609,6 +616,11 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
 
     pub(crate) fn held(&self) -> usize {
         self.leases.len()
+    }
+
+    /// Leases ended so far without their holder: expired, released or handed back.
+    pub(crate) fn leases_lost(&self) -> u64 {
+        self.leases_lost
     }
 
     pub(crate) fn counts(&self) -> QueueCounts {

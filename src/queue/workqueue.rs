@@ -57,7 +57,8 @@ impl<K> Drop for Shared<K> {
 pub struct DrainReport {
     /// Leases that ended by their worker within the grace period.
     pub finished: usize,
-    /// Leases still held at the deadline, handed back to the queue.
+    /// Leases that did not end by their worker: expired or released during
+    /// the drain, or still held at its deadline and handed back to the queue.
     pub returned: usize,
 }
 
@@ -273,10 +274,10 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// leases to end, then hands the rest back to the queue.
     pub async fn shut_down_with_drain(&self, grace: Duration) -> DrainReport {
         let deadline = Instant::now() + grace;
-        let held_at_start = {
+        let (held_at_start, lost_at_start) = {
             let mut state = self.shared.state.lock();
             state.shut_down(false);
-            state.held()
+            (state.held(), state.leases_lost())
         };
         self.shared.ready.notify_waiters();
         self.shared.closing.send_replace(true);
@@ -284,18 +285,22 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             let ended = self.shared.leases_ended.notified();
             tokio::pin!(ended);
             ended.as_mut().enable();
-            let held = self.with_state(|state, _| state.held());
-            if held == 0 {
-                return DrainReport { finished: held_at_start, returned: 0 };
+            if self.with_state(|state, _| state.held()) == 0 {
+                break;
             }
             tokio::select! {
                 _ = ended => {}
                 _ = sleep_until(deadline) => {
-                    let returned = self.with_state(|state, now| state.return_all_held(now));
-                    return DrainReport { finished: held_at_start.saturating_sub(returned), returned };
+                    self.with_state(|state, now| state.return_all_held(now));
+                    break;
                 }
             }
         }
+        // No lease is granted during a drain, so every lease held at its start
+        // either ended by its worker or was lost (expired, released, handed back).
+        let lost = self.with_state(|state, _| state.leases_lost()) - lost_at_start;
+        let returned = usize::try_from(lost).unwrap_or(usize::MAX).min(held_at_start);
+        DrainReport { finished: held_at_start - returned, returned }
     }
 
     fn with_state<T>(&self, f: impl FnOnce(&mut QueueState<K>, Instant) -> T) -> T {

@@ -536,3 +536,12 @@ async fn timer_should_end_when_the_last_handle_is_dropped() {
     settle().await;
     assert!(weak.upgrade().is_none());
 }
+
+#[tokio::test(start_paused = true)]
+async fn drain_should_count_a_lease_that_expired_meanwhile_as_returned() {
+    let q = queue();
+    add(&q, "a", 0);
+    let _lease = q.get(&worker("w"), Some(Duration::from_secs(1))).await.unwrap();
+    let report = q.shut_down_with_drain(Duration::from_secs(10)).await;
+    assert_eq!(report, DrainReport { finished: 0, returned: 1 }, "the worker never finished it");
+}
