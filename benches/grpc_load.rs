@@ -168,32 +168,30 @@ async fn streaming_items_per_second(credits: u32) -> f64 {
     rate
 }
 
-/// Adds single keys at `rate` per second; the streaming worker records how
-/// long each took from just before its Add until the lease arrived.
-async fn lease_latency(rate: f64, samples: usize) -> Vec<Duration> {
+/// Lease latency as issue 3 defines it: from the moment the key became
+/// available in the queue (the lease's `enqueued_at`, stamped by the sidecar)
+/// until the worker has the lease. Keys arrive in small batches at `rate`
+/// per second, as an informer's events would; client and sidecar read the
+/// same wall clock.
+async fn lease_latency(rate: f64, samples: usize) -> (Vec<Duration>, f64) {
+    const BATCH: usize = 20;
     let sidecar = start_sidecar();
-    let mut stream = open_stream(&sidecar.1, 64).await;
-    let origin = Instant::now();
+    let mut stream = open_stream(&sidecar.1, 128).await;
+    let started = Instant::now();
     let producer = {
         let mut client = connect(&sidecar.1).await;
         tokio::spawn(async move {
-            let interval = Duration::from_secs_f64(1.0 / rate);
+            let interval = Duration::from_secs_f64(BATCH as f64 / rate);
             let mut next = Instant::now();
-            for i in 0..samples {
+            for batch in 0..samples.div_ceil(BATCH) {
                 next += interval;
                 let now = Instant::now();
                 if next > now {
                     tokio::time::sleep(next - now).await;
                 }
-                // The key carries the time it was added, in ns since `origin`.
-                let key = format!("lat/{i}/{}", origin.elapsed().as_nanos());
+                let keys = (0..BATCH).map(|i| format!("lat/{batch}/{i}")).collect();
                 client
-                    .add(pb::AddRequest {
-                        queue: "default".into(),
-                        keys: vec![key],
-                        priority: None,
-                        reason: String::new(),
-                    })
+                    .add(pb::AddRequest { queue: "default".into(), keys, priority: None, reason: String::new() })
                     .await
                     .unwrap();
             }
@@ -204,17 +202,19 @@ async fn lease_latency(rate: f64, samples: usize) -> Vec<Duration> {
     while latencies.len() < samples {
         match stream.responses.next().await.unwrap().unwrap().kind {
             Some(work_response::Kind::Lease(lease)) => {
-                let added_ns: u128 = lease.key.rsplit('/').next().unwrap().parse().unwrap();
-                latencies.push(origin.elapsed().saturating_sub(Duration::from_nanos(added_ns as u64)));
+                let received = std::time::SystemTime::now();
+                let enqueued = std::time::SystemTime::try_from(lease.enqueued_at.unwrap()).unwrap();
+                latencies.push(received.duration_since(enqueued).unwrap_or_default());
                 stream.requests.send(success(&lease)).await.unwrap();
             }
             Some(work_response::Kind::FinishAck(_)) => {}
             other => panic!("unexpected {other:?}"),
         }
     }
+    let achieved = latencies.len() as f64 / started.elapsed().as_secs_f64();
     let mut client = producer.await.unwrap();
     drain(&mut client).await;
-    latencies
+    (latencies, achieved)
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -243,10 +243,10 @@ fn main() {
             println!("| streaming Work | {credits} credits | {rate:.0} items/s |");
         }
         let half = best / 2.0;
-        let mut latencies = lease_latency(half, (half * 3.0) as usize).await;
+        let (mut latencies, achieved) = lease_latency(half, (half * 5.0) as usize).await;
         latencies.sort();
         println!(
-            "| lease latency (Add to lease on the stream) | {half:.0} adds/s (half of max) | p50 {:?}, p99 {:?}, max {:?} |",
+            "| lease latency (key available to lease received) | {half:.0} keys/s asked, {achieved:.0} achieved (half of max) | p50 {:?}, p99 {:?}, max {:?} |",
             percentile(&latencies, 0.5),
             percentile(&latencies, 0.99),
             latencies[latencies.len() - 1]

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
+use tokio_stream::StreamExt;
 use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
 use tonic::service::Routes;
 use tonic::transport::Server;
@@ -77,10 +78,14 @@ pub async fn serve(
         info!(transport = "tcp", %address, "listening");
         let (routes, stop) = (routes.clone(), stopped(stop.clone()));
         servers.spawn(async move {
-            Server::builder()
-                .add_routes(routes)
-                .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stop)
-                .await
+            // We accept the sockets ourselves, so tonic's own nodelay setting
+            // never applies: without it, small replies wait on Nagle's algorithm.
+            let incoming = TcpListenerStream::new(listener).map(|accepted| {
+                accepted.inspect(|stream| {
+                    let _ = stream.set_nodelay(true);
+                })
+            });
+            Server::builder().add_routes(routes).serve_with_incoming_shutdown(incoming, stop).await
         });
     }
     if let Some((listener, path)) = listeners.unix {

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
-use tokio::time::{Instant, sleep_until};
+use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status, Streaming};
 use tracing::{debug, info};
@@ -29,8 +29,9 @@ pub const MAX_CREDITS: u32 = 1024;
 /// Responses buffered per stream: a full window of leases plus the acks of a
 /// full window of finishes, so the session never waits on a worker that reads.
 const OUTBOUND_CAPACITY: usize = 2 * MAX_CREDITS as usize + 16;
-/// How often a stream of a shutting-down queue checks which of its leases ended.
-const SHUTDOWN_POLL: Duration = Duration::from_millis(100);
+/// How often a stream checks which of its leases ended without a Finish on
+/// it (expired, or handed back at a drain's end), to give their credits back.
+const PRUNE_EVERY: Duration = Duration::from_millis(100);
 
 pub type WorkStream = ReceiverStream<Result<pb::WorkResponse, Status>>;
 
@@ -123,6 +124,11 @@ async fn send(tx: &Outbound, kind: work_response::Kind) -> Result<(), Status> {
 impl Session {
     async fn serve(&mut self, inbound: &mut Streaming<pb::WorkRequest>) -> Result<(), Status> {
         let mut shutting_down = false;
+        // Owned handles, so the futures below do not borrow the session that
+        // the branch handlers change.
+        let (tx, queue, holder, ttl) = (self.tx.clone(), self.queue.clone(), self.holder.clone(), self.ttl);
+        let mut prune = tokio::time::interval(PRUNE_EVERY);
+        prune.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             if shutting_down {
                 self.prune_ended();
@@ -131,11 +137,6 @@ impl Session {
                 }
             }
             let free = (self.window as usize).saturating_sub(self.held.len());
-            let next_check =
-                if shutting_down { Some(Instant::now() + SHUTDOWN_POLL) } else { self.earliest_deadline() };
-            // Owned handles, so the futures below do not borrow the session
-            // that the branch handlers change.
-            let (tx, queue, holder) = (self.tx.clone(), self.queue.clone(), self.holder.clone());
             tokio::select! {
                 message = inbound.message() => match message {
                     Ok(Some(request)) => self.handle(request).await?,
@@ -146,7 +147,7 @@ impl Session {
                         return Ok(());
                     }
                 },
-                leases = queue.get_many(&holder, free, self.ttl), if free > 0 && !shutting_down => match leases {
+                leases = queue.get_many(&holder, free, ttl), if free > 0 && !shutting_down => match leases {
                     Ok(leases) => {
                         for lease in leases {
                             self.held.insert(lease.token, (lease.key.clone(), lease.deadline));
@@ -163,7 +164,7 @@ impl Session {
                         self.cancel_all("the queue is shutting down").await?;
                     }
                 },
-                _ = sleep_until(next_check.unwrap_or_else(Instant::now)), if next_check.is_some() => self.prune_ended(),
+                _ = prune.tick(), if !self.held.is_empty() => self.prune_ended(),
                 _ = tx.closed() => return Ok(()),
             }
         }
@@ -235,10 +236,6 @@ impl Session {
             *deadline = renewal.deadline;
         }
         Ok(renewal)
-    }
-
-    fn earliest_deadline(&self) -> Option<Instant> {
-        self.held.values().map(|(_, deadline)| *deadline).min()
     }
 
     /// Forgets leases that ended without a Finish on this stream (expired or

@@ -100,6 +100,9 @@ pub(crate) struct QueueState<K> {
     next_seq: u64,
     tokens: TokenSource,
     shutting_down: bool,
+    /// Whether keys are handed out at all: off until the queue's caches have
+    /// synced, and on followers (only the leader grants).
+    granting: bool,
     /// Set by a shutdown without drain: extends tell workers to stop.
     cancel_held: bool,
     /// Keys that became ready since the last `take_wakeups`.
@@ -127,6 +130,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             next_seq: 0,
             tokens: TokenSource::new(),
             shutting_down: false,
+            granting: true,
             cancel_held: false,
             wakeups: 0,
             leases_lost: 0,
@@ -325,7 +329,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     /// Takes the next ready key and leases it to `holder`, if any is ready and
     /// the queue is still granting.
     pub(crate) fn grant(&mut self, holder: &Holder, ttl: Option<Duration>, now: Instant) -> Option<Lease<K>> {
-        if self.shutting_down {
+        if self.shutting_down || !self.granting {
             return None;
         }
         let popped = self.ready.pop(now, self.settings.max_wait)?;
@@ -605,6 +609,18 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
 
     pub(crate) fn is_shutting_down(&self) -> bool {
         self.shutting_down
+    }
+
+    /// Opens or closes the gate; opening wakes a waiter per ready key.
+    pub(crate) fn set_granting(&mut self, granting: bool) {
+        if granting && !self.granting {
+            self.wakeups += self.ready.len();
+        }
+        self.granting = granting;
+    }
+
+    pub(crate) fn is_granting(&self) -> bool {
+        self.granting
     }
 
     // ----- introspection -----

@@ -247,6 +247,18 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         self.with_state(|state, _| state.key_status(key))
     }
 
+    /// Opens or closes the gate in front of `get`: while closed, keys are
+    /// accepted, merged and timed as usual but none is handed out, and `get`
+    /// waits. Closed until a queue's caches have synced, and on followers.
+    /// Held leases are not affected.
+    pub fn set_granting(&self, granting: bool) {
+        self.with_state(|state, _| state.set_granting(granting));
+    }
+
+    pub fn is_granting(&self) -> bool {
+        self.shared.state.lock().is_granting()
+    }
+
     /// `ShuttingDown`.
     pub fn is_shutting_down(&self) -> bool {
         self.shared.state.lock().is_shutting_down()

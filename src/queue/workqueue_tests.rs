@@ -545,3 +545,17 @@ async fn drain_should_count_a_lease_that_expired_meanwhile_as_returned() {
     let report = q.shut_down_with_drain(Duration::from_secs(10)).await;
     assert_eq!(report, DrainReport { finished: 0, returned: 1 }, "the worker never finished it");
 }
+
+#[tokio::test(start_paused = true)]
+async fn closed_gate_should_hold_keys_until_opened() {
+    let q = queue();
+    q.set_granting(false);
+    add(&q, "a", 0);
+    let holder = worker("w");
+    let mut get = task::spawn(q.get(&holder, None));
+    assert_pending!(get.poll());
+    assert_eq!(q.len(), 1, "the key is queued, just not handed out");
+    q.set_granting(true);
+    assert!(get.is_woken());
+    assert_eq!(assert_ready!(get.poll()).unwrap().key, "a");
+}
