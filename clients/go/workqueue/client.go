@@ -1,0 +1,131 @@
+package workqueue
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/workqueue-sidecar/workqueue-sidecar/clients/go/workqueuev1"
+)
+
+// maxMessageBytes matches the sidecar's own limit (16 MiB): a lease carrying
+// a large cached object, or a page of a listing, fits.
+const maxMessageBytes = 16 << 20
+
+// Client is a connection to one sidecar. It is safe for concurrent use; make
+// one per process and share it.
+type Client struct {
+	conn   *grpc.ClientConn
+	queue  workqueuev1.WorkQueueServiceClient
+	cache  workqueuev1.CacheServiceClient
+	logger *slog.Logger
+	worker string
+}
+
+// DialOption configures [Dial].
+type DialOption func(*dialConfig)
+
+type dialConfig struct {
+	logger   *slog.Logger
+	worker   string
+	grpcOpts []grpc.DialOption
+}
+
+// WithLogger sets the logger for the client and its workers (default
+// [slog.Default]).
+func WithLogger(logger *slog.Logger) DialOption {
+	return func(c *dialConfig) { c.logger = logger }
+}
+
+// WithWorkerName sets the name the sidecar shows as the holder of this
+// client's leases (KeyState's holder). The default is "hostname/pid".
+func WithWorkerName(name string) DialOption {
+	return func(c *dialConfig) { c.worker = name }
+}
+
+// WithGRPCOptions adds gRPC dial options, after the client's own (insecure
+// credentials, 16 MiB messages, a reconnect backoff of at most 5 s).
+func WithGRPCOptions(opts ...grpc.DialOption) DialOption {
+	return func(c *dialConfig) { c.grpcOpts = append(c.grpcOpts, opts...) }
+}
+
+// Dial connects to a sidecar and waits until the connection is ready or ctx
+// is done. target is a unix socket ("unix:///var/run/wq/sock", or just an
+// absolute path) or a loopback TCP address ("127.0.0.1:50051"). The
+// connection is plaintext: the sidecar listens on loopback or a socket shared
+// inside the pod. It reconnects by itself if the sidecar restarts.
+func Dial(ctx context.Context, target string, opts ...DialOption) (*Client, error) {
+	cfg := dialConfig{logger: slog.Default(), worker: defaultWorkerName()}
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	if strings.HasPrefix(target, "/") {
+		target = "unix://" + target
+	}
+	grpcOpts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes)),
+		// The sidecar is local: a restart takes seconds, so do not back off
+		// to grpc's default two minutes between connection attempts.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}),
+	}, cfg.grpcOpts...)
+	conn, err := grpc.NewClient(target, grpcOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("workqueue: dial %s: %w", target, err)
+	}
+	if err := waitReady(ctx, conn); err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("workqueue: dial %s: %w", target, err)
+	}
+	return &Client{
+		conn:   conn,
+		queue:  workqueuev1.NewWorkQueueServiceClient(conn),
+		cache:  workqueuev1.NewCacheServiceClient(conn),
+		logger: cfg.logger,
+		worker: cfg.worker,
+	}, nil
+}
+
+func waitReady(ctx context.Context, conn *grpc.ClientConn) error {
+	conn.Connect()
+	for {
+		state := conn.GetState()
+		if state == connectivity.Ready {
+			return nil
+		}
+		if !conn.WaitForStateChange(ctx, state) {
+			return context.Cause(ctx)
+		}
+	}
+}
+
+func defaultWorkerName() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	return fmt.Sprintf("%s/%d", host, os.Getpid())
+}
+
+// Close closes the connection. Workers still running on it see their
+// streams break.
+func (c *Client) Close() error {
+	return c.conn.Close()
+}
+
+// Conn is the underlying gRPC connection, for the generated stubs in
+// package workqueuev1 (e.g. a call this package does not wrap).
+func (c *Client) Conn() *grpc.ClientConn {
+	return c.conn
+}

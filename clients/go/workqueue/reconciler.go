@@ -1,0 +1,173 @@
+package workqueue
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/workqueue-sidecar/workqueue-sidecar/clients/go/workqueuev1"
+)
+
+// Reconciler makes the world match one key. It is called with the lease's
+// context, which is cancelled (see [context.Cause]) with [ErrCancelled] when
+// the sidecar asks the worker to stop, or [ErrLeaseLost] when the lease is
+// gone. A Reconciler must be safe to call from several goroutines at once,
+// never for the same key at the same time.
+type Reconciler interface {
+	Reconcile(ctx context.Context, req Request) (Result, error)
+}
+
+// ReconcilerFunc adapts a function to [Reconciler].
+type ReconcilerFunc func(ctx context.Context, req Request) (Result, error)
+
+// Reconcile calls f.
+func (f ReconcilerFunc) Reconcile(ctx context.Context, req Request) (Result, error) {
+	return f(ctx, req)
+}
+
+// Result is what a successful reconcile asks for next. The zero Result means
+// done: the key's failures are forgotten. A non-nil error instead of a Result
+// means retry with backoff (the error text becomes the key's last error);
+// the Result is then ignored.
+type Result struct {
+	// RequeueAfter, when positive, asks to see the key again after this
+	// long (e.g. to poll an external system); the failures are forgotten.
+	RequeueAfter time.Duration
+}
+
+// Request is one leased key and what the sidecar knows about it.
+type Request struct {
+	// Key is "namespace/name", or "name" for a cluster-scoped object.
+	Key string
+
+	// Priority is the key's priority when it was handed out.
+	Priority int32
+
+	// Failures counts failed attempts since the key was last forgotten.
+	Failures int
+
+	// LastError is the error text of the last failed attempt; empty if none.
+	LastError string
+
+	// Reasons says why the key was queued, merged over every add since it
+	// was last handed out.
+	Reasons []Reason
+
+	// EnqueuedAt is when the key became ready for this round.
+	EnqueuedAt time.Time
+
+	// Object is the key's object from the queue's primary informer cache,
+	// when the worker runs with [WithObject] and the queue has one; nil
+	// otherwise.
+	Object *Object
+}
+
+// Has reports whether the key was queued for the given reason.
+func (r Request) Has(kind ReasonKind) bool {
+	for _, reason := range r.Reasons {
+		if reason.Kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// SplitKey splits a key into namespace and name; a key without "/" (a
+// cluster-scoped object) has an empty namespace.
+func SplitKey(key string) (namespace, name string) {
+	if i := strings.IndexByte(key, '/'); i >= 0 {
+		return key[:i], key[i+1:]
+	}
+	return "", key
+}
+
+// Reason is one cause of a key being queued.
+type Reason struct {
+	Kind ReasonKind
+	// Source names who or what caused it: an informer, or the reason text
+	// given to an add; often empty.
+	Source string
+	// Detail is free text for people; often empty.
+	Detail string
+}
+
+// ReasonKind says why a key was queued.
+type ReasonKind int32
+
+// The reasons a key is queued (the proto's ReasonKind).
+const (
+	ReasonManual           ReasonKind = ReasonKind(workqueuev1.ReasonKind_REASON_KIND_MANUAL)
+	ReasonInitialList      ReasonKind = ReasonKind(workqueuev1.ReasonKind_REASON_KIND_INITIAL_LIST)
+	ReasonResync           ReasonKind = ReasonKind(workqueuev1.ReasonKind_REASON_KIND_RESYNC)
+	ReasonAdded            ReasonKind = ReasonKind(workqueuev1.ReasonKind_REASON_KIND_ADDED)
+	ReasonUpdated          ReasonKind = ReasonKind(workqueuev1.ReasonKind_REASON_KIND_UPDATED)
+	ReasonDeleted          ReasonKind = ReasonKind(workqueuev1.ReasonKind_REASON_KIND_DELETED)
+	ReasonRetry            ReasonKind = ReasonKind(workqueuev1.ReasonKind_REASON_KIND_RETRY)
+	ReasonRequeueAfter     ReasonKind = ReasonKind(workqueuev1.ReasonKind_REASON_KIND_REQUEUE_AFTER)
+	ReasonLeaseExpired     ReasonKind = ReasonKind(workqueuev1.ReasonKind_REASON_KIND_LEASE_EXPIRED)
+	ReasonLeaseReleased    ReasonKind = ReasonKind(workqueuev1.ReasonKind_REASON_KIND_LEASE_RELEASED)
+	ReasonTrigger          ReasonKind = ReasonKind(workqueuev1.ReasonKind_REASON_KIND_TRIGGER)
+	ReasonShutdownReturned ReasonKind = ReasonKind(workqueuev1.ReasonKind_REASON_KIND_SHUTDOWN_RETURNED)
+)
+
+// String is the kind in lower case without its prefix, e.g. "lease_expired".
+func (k ReasonKind) String() string {
+	return strings.ToLower(strings.TrimPrefix(workqueuev1.ReasonKind(k).String(), "REASON_KIND_"))
+}
+
+// Object is one object as the sidecar's informer cache holds it.
+type Object struct {
+	Namespace string // empty for a cluster-scoped object
+	Name      string
+	// ResourceVersion is metadata.resourceVersion, to compare with versions
+	// the worker wrote without parsing JSON.
+	ResourceVersion string
+	// Deleted marks the last known state of a deleted object (a tombstone).
+	Deleted bool
+	// JSON is the object as the API server sent it (managedFields stripped
+	// unless the informer keeps them).
+	JSON json.RawMessage
+}
+
+// Decode unmarshals the object's JSON into v: a pointer to a Go type of the
+// resource, or to a map[string]any for an unstructured view.
+func (o *Object) Decode(v any) error {
+	return json.Unmarshal(o.JSON, v)
+}
+
+func objectFromProto(o *workqueuev1.CachedObject) *Object {
+	if o == nil {
+		return nil
+	}
+	return &Object{
+		Namespace:       o.GetNamespace(),
+		Name:            o.GetName(),
+		ResourceVersion: o.GetResourceVersion(),
+		Deleted:         o.GetDeleted(),
+		JSON:            json.RawMessage(o.GetJson()),
+	}
+}
+
+func reasonsFromProto(in []*workqueuev1.Reason) []Reason {
+	out := make([]Reason, 0, len(in))
+	for _, r := range in {
+		out = append(out, Reason{Kind: ReasonKind(r.GetKind()), Source: r.GetSource(), Detail: r.GetDetail()})
+	}
+	return out
+}
+
+func requestFromLease(l *workqueuev1.Lease) Request {
+	req := Request{
+		Key:       l.GetKey(),
+		Priority:  l.GetPriority(),
+		Failures:  int(l.GetFailures()),
+		LastError: l.GetLastError(),
+		Reasons:   reasonsFromProto(l.GetReasons()),
+		Object:    objectFromProto(l.GetObject()),
+	}
+	if l.GetEnqueuedAt() != nil {
+		req.EnqueuedAt = l.GetEnqueuedAt().AsTime()
+	}
+	return req
+}

@@ -1,0 +1,434 @@
+package workqueue
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/workqueue-sidecar/workqueue-sidecar/clients/go/workqueuev1"
+)
+
+// errStreamClosed is a send on a stream this worker already half-closed.
+var errStreamClosed = errors.New("work stream closed")
+
+// session is one Work stream: its leases, the goroutines working on them
+// and the messages that travel both ways.
+type session struct {
+	w      *worker
+	stream grpc.BidiStreamingClient[workqueuev1.WorkRequest, workqueuev1.WorkResponse]
+	// endStream cancels the stream's call: the last step of every ending.
+	endStream context.CancelFunc
+	// base is the parent of every reconcile context: Run's context without
+	// its cancellation, so values pass and a graceful stop can wait.
+	base context.Context
+
+	// extendEvery is a third of the stream's lease TTL (from Opened).
+	extendEvery time.Duration
+
+	// window is the credits granted so far and maxWindow their ceiling;
+	// both guarded by w.mu (see worker.release).
+	window    int
+	maxWindow int
+
+	// sendMu serialises sends: a gRPC stream allows one sender at a time.
+	sendMu sync.Mutex
+	closed bool // half-closed; guarded by sendMu
+
+	mu       sync.Mutex
+	leases   map[uint64]*held // by token
+	stopping bool
+	// stopCh closes when the graceful stop begins: leases not yet started
+	// stay unstarted and go back when the stream closes.
+	stopCh chan struct{}
+	// running counts the goroutines of this session's leases.
+	running sync.WaitGroup
+}
+
+// held is one lease the session holds.
+type held struct {
+	key    string
+	token  uint64
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// lost: the lease ended without this worker; no Finish is sent.
+	lost atomic.Bool
+	// deadline is the lease's end by the local clock, in Unix nanoseconds.
+	deadline atomic.Int64
+}
+
+func (h *held) lose() {
+	h.lost.Store(true)
+	h.cancel(ErrLeaseLost)
+}
+
+func newSession(w *worker, stream grpc.BidiStreamingClient[workqueuev1.WorkRequest, workqueuev1.WorkResponse],
+	endStream context.CancelFunc, base context.Context) *session {
+	return &session{
+		w:         w,
+		stream:    stream,
+		endStream: endStream,
+		base:      base,
+		leases:    make(map[uint64]*held),
+		stopCh:    make(chan struct{}),
+	}
+}
+
+// open sends Open with the free slots as the window and waits for Opened.
+func (s *session) open(ctx context.Context) error {
+	w := s.w
+	open := &workqueuev1.WorkRequest_Open{
+		Queue:         w.queue.name,
+		Worker:        w.queue.client.worker,
+		IncludeObject: w.cfg.includeObject,
+	}
+	if w.cfg.leaseTTL > 0 {
+		open.LeaseTtl = durationpb.New(w.cfg.leaseTTL)
+	}
+	// Under w.mu, so that a slot freed meanwhile either counts in this
+	// window or becomes a Credit sent after Open.
+	w.mu.Lock()
+	s.window = w.concurrency - len(w.slots)
+	s.maxWindow = w.concurrency
+	open.Credits = uint32(s.window)
+	err := s.send(&workqueuev1.WorkRequest{Kind: &workqueuev1.WorkRequest_Open_{Open: open}})
+	if err == nil {
+		w.current = s
+	}
+	w.mu.Unlock()
+	if err != nil {
+		return wrap(queueService, w.queue.op("open work stream on"), err)
+	}
+
+	stopOnCancel := context.AfterFunc(ctx, s.endStream)
+	timeout := time.AfterFunc(openTimeout, s.endStream)
+	resp, err := s.stream.Recv()
+	stopOnCancel()
+	timeout.Stop()
+	if err != nil {
+		s.detach()
+		return wrap(queueService, w.queue.op("open work stream on"), err)
+	}
+	opened := resp.GetOpened()
+	if opened == nil {
+		s.detach()
+		return wrap(queueService, w.queue.op("open work stream on"), errors.New("the sidecar's first message is not Opened"))
+	}
+	ttl := opened.GetLeaseTtl().AsDuration()
+	if ttl <= 0 {
+		ttl = defaultLeaseTTL
+	}
+	s.extendEvery = max(ttl/3, minExtendEvery)
+	if limit := int(opened.GetMaxCredits()); limit > 0 && limit < w.concurrency {
+		w.log.Warn("concurrency is over the sidecar's window; capped", "concurrency", w.concurrency, "max_credits", limit)
+		w.mu.Lock()
+		s.maxWindow = limit
+		s.window = min(s.window, limit)
+		w.mu.Unlock()
+	}
+	w.log.Info("work stream open", "worker", w.queue.client.worker, "credits", opened.GetCredits(), "lease_ttl", ttl)
+	return nil
+}
+
+// serve runs until the stream breaks (returning why) or ctx is cancelled
+// (stopping gracefully, returning nil).
+func (s *session) serve(ctx context.Context) error {
+	broke := make(chan error, 1)
+	go func() { broke <- s.receive() }()
+	select {
+	case err := <-broke:
+		n := s.end()
+		if n > 0 {
+			s.w.log.Warn("work stream broke; leases returned to the queue, their reconciles cancelled", "leases", n, "err", err)
+		}
+		return err
+	case <-ctx.Done():
+		s.stop(broke)
+		return nil
+	}
+}
+
+// receive reads the sidecar's messages until the stream ends.
+func (s *session) receive() error {
+	for {
+		resp, err := s.stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return errors.New("the sidecar ended the work stream")
+		}
+		if err != nil {
+			return wrap(queueService, s.w.queue.op("work stream on"), err)
+		}
+		switch kind := resp.GetKind().(type) {
+		case *workqueuev1.WorkResponse_Lease:
+			s.onLease(kind.Lease)
+		case *workqueuev1.WorkResponse_Extended_:
+			s.onExtended(kind.Extended)
+		case *workqueuev1.WorkResponse_FinishAck_:
+			s.onFinishAck(kind.FinishAck)
+		case *workqueuev1.WorkResponse_Cancel_:
+			s.onCancel(kind.Cancel)
+		}
+	}
+}
+
+func (s *session) onLease(l *workqueuev1.Lease) {
+	received := time.Now()
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		s.w.log.Debug("lease arrived while stopping; it goes back when the stream closes", "key", l.GetKey())
+		return
+	}
+	ctx, cancel := context.WithCancelCause(s.base)
+	h := &held{key: l.GetKey(), token: l.GetToken(), ctx: ctx, cancel: cancel}
+	h.deadline.Store(received.Add(l.GetTtl().AsDuration()).UnixNano())
+	s.leases[h.token] = h
+	s.running.Add(1)
+	s.mu.Unlock()
+	go s.work(h, requestFromLease(l))
+}
+
+func (s *session) lookup(token uint64) *held {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.leases[token]
+}
+
+func (s *session) onExtended(e *workqueuev1.WorkResponse_Extended) {
+	h := s.lookup(e.GetToken())
+	if h == nil {
+		return
+	}
+	switch codes.Code(e.GetCode()) {
+	case codes.OK:
+		h.deadline.Store(time.Now().Add(e.GetTtl().AsDuration()).UnixNano())
+		if e.GetCancel() {
+			s.w.log.Info("sidecar asks to stop working on the key", "key", h.key)
+			h.cancel(ErrCancelled)
+		}
+	case codes.FailedPrecondition:
+		s.w.log.Warn("lease lost: the sidecar no longer knows it; cancelling its reconcile", "key", h.key)
+		h.lose()
+	default:
+		s.w.log.Warn("extending a lease failed", "key", h.key, "err", codeError("extend", e.GetCode(), e.GetMessage()))
+	}
+}
+
+func (s *session) onFinishAck(a *workqueuev1.WorkResponse_FinishAck) {
+	if a.GetCode() == int32(codes.OK) {
+		return
+	}
+	s.w.log.Warn("the sidecar refused a finish", "key", a.GetKey(), "err", codeError("finish", a.GetCode(), a.GetMessage()))
+}
+
+func (s *session) onCancel(c *workqueuev1.WorkResponse_Cancel) {
+	h := s.lookup(c.GetToken())
+	if h == nil {
+		return
+	}
+	s.w.log.Info("sidecar cancels a lease", "key", h.key, "revoked", c.GetRevoked(), "why", c.GetMessage())
+	if c.GetRevoked() {
+		h.lose()
+	} else {
+		h.cancel(ErrCancelled)
+	}
+}
+
+// outcome is what a reconcile returned.
+type outcome struct {
+	res Result
+	err error
+}
+
+// work is one lease's goroutine: wait for a slot, run the reconcile while
+// extending the lease, finish it.
+func (s *session) work(h *held, req Request) {
+	defer s.running.Done()
+	defer s.forget(h)
+	ticker := time.NewTicker(s.extendEvery)
+	defer ticker.Stop()
+
+	// Usually a slot is free at once; not when a reconcile of a broken or
+	// revoked lease still runs. Keep the lease alive meanwhile.
+	for acquired := false; !acquired; {
+		select {
+		case s.w.slots <- struct{}{}:
+			acquired = true
+		case <-ticker.C:
+			s.extend(h)
+		case <-s.stopCh:
+			return // never started; goes back when the stream closes
+		case <-h.ctx.Done():
+			return // lost before it started
+		}
+	}
+
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := s.w.call(h.ctx, req)
+		done <- outcome{res, err}
+	}()
+	for {
+		select {
+		case o := <-done:
+			s.w.release(s)
+			s.finish(h, o)
+			return
+		case now := <-ticker.C:
+			if now.UnixNano() > h.deadline.Load() && !h.lost.Load() {
+				s.w.log.Warn("lease expired without an answer from the sidecar; cancelling its reconcile", "key", h.key)
+				h.lose()
+			}
+			s.extend(h)
+		}
+	}
+}
+
+func (s *session) forget(h *held) {
+	s.mu.Lock()
+	delete(s.leases, h.token)
+	s.mu.Unlock()
+	h.cancel(context.Canceled) // frees the context; a first cause stays
+}
+
+func (s *session) extend(h *held) {
+	if h.lost.Load() {
+		return
+	}
+	err := s.send(&workqueuev1.WorkRequest{Kind: &workqueuev1.WorkRequest_Extend_{
+		Extend: &workqueuev1.WorkRequest_Extend{Key: h.key, Token: h.token},
+	}})
+	if err != nil {
+		s.w.log.Debug("extend not sent", "key", h.key, "err", err)
+	}
+}
+
+func (s *session) finish(h *held, o outcome) {
+	log := s.w.log
+	if o.err != nil {
+		log.Error("reconcile failed", "key", h.key, "err", o.err)
+	}
+	if h.lost.Load() {
+		log.Info("reconcile returned after its lease was lost; result discarded", "key", h.key)
+		return
+	}
+	finish := &workqueuev1.WorkRequest_Finish{Key: h.key, Token: h.token}
+	switch {
+	case o.err != nil:
+		finish.Outcome = &workqueuev1.WorkRequest_Finish_Retry{Retry: &workqueuev1.Retry{Error: o.err.Error()}}
+	case o.res.RequeueAfter > 0:
+		finish.Outcome = &workqueuev1.WorkRequest_Finish_RequeueAfter{
+			RequeueAfter: &workqueuev1.RequeueAfter{Delay: durationpb.New(o.res.RequeueAfter)},
+		}
+	default:
+		finish.Outcome = &workqueuev1.WorkRequest_Finish_Success{Success: &workqueuev1.Success{}}
+	}
+	if err := s.send(&workqueuev1.WorkRequest{Kind: &workqueuev1.WorkRequest_Finish_{Finish: finish}}); err != nil {
+		log.Warn("finish not sent; the key goes back to the queue", "key", h.key, "err", err)
+	}
+}
+
+func (s *session) credit(n uint32) {
+	err := s.send(&workqueuev1.WorkRequest{Kind: &workqueuev1.WorkRequest_Credit_{
+		Credit: &workqueuev1.WorkRequest_Credit{Credits: n},
+	}})
+	if err != nil {
+		s.w.log.Debug("credit not sent", "err", err)
+	}
+}
+
+func (s *session) send(req *workqueuev1.WorkRequest) error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	if s.closed {
+		return errStreamClosed
+	}
+	return s.stream.Send(req)
+}
+
+// closeSend half-closes the stream: the sidecar returns what it still holds
+// and ends the stream.
+func (s *session) closeSend() {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	if !s.closed {
+		s.closed = true
+		_ = s.stream.CloseSend()
+	}
+}
+
+// detach stops this session from receiving credits for freed slots.
+func (s *session) detach() {
+	s.w.mu.Lock()
+	if s.w.current == s {
+		s.w.current = nil
+	}
+	s.w.mu.Unlock()
+}
+
+// end detaches the session, marks every lease it holds lost (cancelling
+// running reconciles) and ends the call; it returns how many were held.
+func (s *session) end() int {
+	s.detach()
+	s.mu.Lock()
+	n := len(s.leases)
+	for _, h := range s.leases {
+		h.lose()
+	}
+	s.mu.Unlock()
+	s.endStream()
+	return n
+}
+
+// stop is the graceful end: take no new lease, wait (bounded) for running
+// reconciles and their Finishes, half-close, wait for the sidecar to end the
+// stream.
+func (s *session) stop(broke <-chan error) {
+	log := s.w.log
+	s.detach()
+	s.mu.Lock()
+	s.stopping = true
+	close(s.stopCh)
+	n := len(s.leases)
+	s.mu.Unlock()
+	log.Info("stopping: no new keys; waiting for running reconciles", "running", n, "timeout", s.w.cfg.stopTimeout)
+
+	idle := make(chan struct{})
+	go func() {
+		s.running.Wait()
+		close(idle)
+	}()
+	timer := time.NewTimer(s.w.cfg.stopTimeout)
+	defer timer.Stop()
+	select {
+	case <-idle:
+	case err := <-broke:
+		if n := s.end(); n > 0 {
+			log.Warn("work stream broke while stopping; leases returned to the queue", "leases", n, "err", err)
+		}
+		return
+	case <-timer.C:
+		s.mu.Lock()
+		left := len(s.leases)
+		for _, h := range s.leases {
+			h.lose()
+		}
+		s.mu.Unlock()
+		log.Warn("stop timeout: cancelling running reconciles; their keys go back to the queue", "leases", left)
+	}
+
+	s.closeSend()
+	select {
+	case <-broke:
+	case <-time.After(closeTimeout):
+		log.Warn("the sidecar did not end the work stream after the worker closed it", "waited", closeTimeout)
+	}
+	s.end()
+	log.Info("stopped")
+}
