@@ -7,15 +7,20 @@
 //!   rate limits) and adding priorities with aging, leases with fencing tokens,
 //!   reasons and introspection. It knows nothing about gRPC or Kubernetes.
 //! - [`queues`]: the sidecar's named queues, looked up by name.
+//! - [`informer`]: shared Kubernetes informers (one watch per resource), the
+//!   compact object cache with indexes and tombstones, and the mapping of
+//!   their events to keys on the queues.
 //! - [`grpc`]: the wire face: `WorkQueueService` (unary calls and the `Work`
-//!   stream), health and reflection; thin handlers over the queue.
+//!   stream), `CacheService`, health and reflection; thin handlers.
 //! - [`server`]: listening on TCP and unix sockets, serving until shut down.
 //! - [`cli`]: the command-line flags of the binary.
-//! - [`config`]: the YAML config file: queues and their settings, with errors
+//! - [`config`]: the YAML config file: informers, queues and their settings, with errors
 //!   that name file, field and position.
 
 pub mod queue;
 pub mod queues;
+
+pub mod informer;
 
 pub mod cli;
 pub mod config;

@@ -5,9 +5,12 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 
+use super::binding::{PredicateDoc, PrioritiesDoc, TriggerDoc};
 use super::duration::HumanDuration;
+use super::informer::InformerEntries;
 use super::queue_name;
 use super::rate_limiter::RateLimiterDoc;
+use crate::informer::QueueBinding;
 use crate::queue::QueueSettings;
 
 /// The whole file. Unknown top-level keys are refused by name.
@@ -17,13 +20,20 @@ pub(super) struct FileDoc {
     /// `None` when the key is missing or empty; the caller refuses that.
     #[serde(default)]
     pub(super) queues: Option<QueueEntries>,
-    /// Reserved for the informers of a later version; any value is refused.
-    #[serde(default, rename = "informers")]
-    _informers: NotYetSupported,
+    /// The shared informers, by name; missing or empty: none (a plain remote workqueue).
+    #[serde(default)]
+    pub(super) informers: Option<InformerEntries>,
+}
+
+/// One queue as read: its name, settings and informer binding.
+pub(super) struct QueueEntry {
+    pub(super) name: String,
+    pub(super) settings: QueueSettings,
+    pub(super) binding: QueueBinding,
 }
 
 /// `queues:`, a map from queue name to settings, kept in file order.
-pub(super) struct QueueEntries(pub(super) Vec<(String, QueueSettings)>);
+pub(super) struct QueueEntries(pub(super) Vec<QueueEntry>);
 
 impl<'de> Deserialize<'de> for QueueEntries {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -41,11 +51,12 @@ impl<'de> Visitor<'de> for QueueEntriesVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<QueueEntries, A::Error> {
-        let mut entries: Vec<(String, QueueSettings)> = Vec::new();
+        let mut entries: Vec<QueueEntry> = Vec::new();
         while let Some(name) = map.next_key_seed(QueueName { taken: &entries })? {
             // `orders:` with nothing under it is a queue with every default.
             let doc: Option<QueueDoc> = map.next_value()?;
-            entries.push((name, doc.unwrap_or_default().into_settings()));
+            let (settings, binding) = doc.unwrap_or_default().into_parts();
+            entries.push(QueueEntry { name, settings, binding });
         }
         Ok(QueueEntries(entries))
     }
@@ -54,7 +65,7 @@ impl<'de> Visitor<'de> for QueueEntriesVisitor {
 /// Reads one queue name and checks it while the parser still knows its
 /// position, so a bad or repeated name is reported at its own line.
 struct QueueName<'a> {
-    taken: &'a [(String, QueueSettings)],
+    taken: &'a [QueueEntry],
 }
 
 impl<'de> DeserializeSeed<'de> for QueueName<'_> {
@@ -74,7 +85,7 @@ impl Visitor<'_> for QueueName<'_> {
 
     fn visit_str<E: de::Error>(self, name: &str) -> Result<String, E> {
         queue_name::check(name).map_err(E::custom)?;
-        if self.taken.iter().any(|(taken, _)| taken == name) {
+        if self.taken.iter().any(|taken| taken.name == name) {
             return Err(E::custom(format!("queue {name:?} is defined twice; queue names must be unique")));
         }
         Ok(name.to_owned())
@@ -91,73 +102,31 @@ struct QueueDoc {
     /// `~` (null) or missing: no limit.
     max_keys: Option<usize>,
     rate_limiter: Option<RateLimiterDoc>,
+    /// The informer whose objects are this queue's keys.
+    primary: Option<String>,
+    #[serde(default)]
+    triggers: Vec<TriggerDoc>,
+    #[serde(default)]
+    predicates: Vec<PredicateDoc>,
+    priorities: Option<PrioritiesDoc>,
 }
 
 impl QueueDoc {
-    fn into_settings(self) -> QueueSettings {
+    fn into_parts(self) -> (QueueSettings, QueueBinding) {
         let default = QueueSettings::default();
-        QueueSettings {
+        let binding = QueueBinding {
+            primary: self.primary,
+            triggers: self.triggers.into_iter().map(|t| t.0).collect(),
+            predicates: self.predicates.into_iter().map(|p| p.0).collect(),
+            priorities: self.priorities.map(PrioritiesDoc::into_priorities).unwrap_or_default(),
+        };
+        let settings = QueueSettings {
             lease_ttl: self.lease_ttl.map_or(default.lease_ttl, |d| d.0),
             max_lease_ttl: self.max_lease_ttl.map_or(default.max_lease_ttl, |d| d.0),
             max_wait: self.max_wait.map_or(default.max_wait, |d| d.0),
             max_keys: self.max_keys.or(default.max_keys),
             rate_limiter: self.rate_limiter.map_or(default.rate_limiter, |r| r.0),
-        }
+        };
+        (settings, binding)
     }
-}
-
-/// A top-level key this version reserves but cannot serve yet: present at
-/// all, whatever its value, it is an error.
-#[derive(Default)]
-struct NotYetSupported;
-
-impl<'de> Deserialize<'de> for NotYetSupported {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        // Going through `deserialize_any` lets the parser attach the value's position.
-        deserializer.deserialize_any(NotYetSupported)
-    }
-}
-
-impl<'de> Visitor<'de> for NotYetSupported {
-    type Value = NotYetSupported;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("nothing: not supported yet in this version")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, _: A) -> Result<Self, A::Error> {
-        Err(not_yet_supported())
-    }
-
-    fn visit_seq<A: de::SeqAccess<'de>>(self, _: A) -> Result<Self, A::Error> {
-        Err(not_yet_supported())
-    }
-
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self, E> {
-        Err(not_yet_supported())
-    }
-
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self, E> {
-        Err(not_yet_supported())
-    }
-
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self, E> {
-        Err(not_yet_supported())
-    }
-
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self, E> {
-        Err(not_yet_supported())
-    }
-
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self, E> {
-        Err(not_yet_supported())
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Self, E> {
-        Err(not_yet_supported())
-    }
-}
-
-fn not_yet_supported<E: de::Error>() -> E {
-    E::custom("not supported yet in this version; only `queues` can be configured")
 }

@@ -1,6 +1,9 @@
-//! The YAML config file: the queues to serve and their settings, with errors that name file, field and position.
+//! The YAML config file: the informers and queues to serve, with errors that name file, field and position.
 //!
 //! ```yaml
+//! informers:
+//!   users: { group: example.com, version: v1, kind: User, resync: 10m }
+//!   namespaces: { version: v1, kind: Namespace, indexes: { by-owner: owner } }
 //! queues:
 //!   orders:
 //!     lease_ttl: 30s
@@ -8,6 +11,10 @@
 //!       max_of:
 //!         - exponential: { base: 5ms, max: 5m }
 //!         - bucket: { qps: 10, burst: 100 }
+//!   users:
+//!     primary: users
+//!     triggers: [{ informer: namespaces, by: owner }]
+//!     predicates: [generation_changed, labels_changed]
 //! ```
 //!
 //! Every field of a queue is optional and defaults to
@@ -16,9 +23,11 @@
 //! durations, with the field's path and position), then the values
 //! ([`QueueSettings::validate`], with the field's path).
 
+mod binding;
 mod document;
 mod duration;
 mod error;
+mod informer;
 mod queue_name;
 mod rate_limiter;
 
@@ -26,6 +35,7 @@ use std::path::Path;
 
 pub use error::{ConfigError, Position};
 
+use crate::informer::{InformerSpec, QueueBinding, TriggerMap};
 use crate::queue::QueueSettings;
 use document::FileDoc;
 
@@ -37,6 +47,9 @@ pub const STANDALONE_QUEUE: &str = "default";
 pub struct Config {
     /// The queues, in the order the file lists them; names are unique.
     pub queues: Vec<QueueConfig>,
+    /// The shared informers, in file order; names are unique. Empty: no
+    /// Kubernetes at all (a plain remote workqueue).
+    pub informers: Vec<InformerSpec>,
 }
 
 /// One named queue and how it behaves.
@@ -46,6 +59,8 @@ pub struct QueueConfig {
     pub name: String,
     /// Leases, aging, rate limits and bounds; already validated.
     pub settings: QueueSettings,
+    /// Which informers feed the queue; every name it uses is defined.
+    pub binding: QueueBinding,
 }
 
 impl Config {
@@ -68,22 +83,83 @@ impl Config {
         if entries.is_empty() {
             return Err(ConfigError::NoQueues { file: origin.to_owned() });
         }
-        let queues = entries
-            .into_iter()
-            .map(|(name, settings)| {
-                settings
-                    .validate(&format!("queues.{name}"))
-                    .map_err(|source| ConfigError::Setting { file: origin.to_owned(), source })?;
-                Ok(QueueConfig { name, settings })
-            })
-            .collect::<Result<_, ConfigError>>()?;
-        Ok(Config { queues })
+        let informers = doc.informers.map(|i| i.0).unwrap_or_default();
+        let queues =
+            entries
+                .into_iter()
+                .map(|entry| {
+                    let name = entry.name;
+                    entry
+                        .settings
+                        .validate(&format!("queues.{name}"))
+                        .map_err(|source| ConfigError::Setting { file: origin.to_owned(), source })?;
+                    check_binding(&name, &entry.binding, &informers).map_err(|(field, problem)| {
+                        ConfigError::Field { file: origin.to_owned(), field, problem, position: None }
+                    })?;
+                    Ok(QueueConfig { name, settings: entry.settings, binding: entry.binding })
+                })
+                .collect::<Result<_, ConfigError>>()?;
+        Ok(Config { queues, informers })
     }
 
     /// The config without a file: one queue named `default` with default settings.
     pub fn standalone() -> Config {
-        Config { queues: vec![QueueConfig { name: STANDALONE_QUEUE.to_owned(), settings: QueueSettings::default() }] }
+        Config {
+            queues: vec![QueueConfig {
+                name: STANDALONE_QUEUE.to_owned(),
+                settings: QueueSettings::default(),
+                binding: QueueBinding::default(),
+            }],
+            informers: Vec::new(),
+        }
     }
+}
+
+/// Checks that every informer and index a queue names is defined; the error
+/// is the field's path and the problem.
+fn check_binding(queue: &str, binding: &QueueBinding, informers: &[InformerSpec]) -> Result<(), (String, String)> {
+    let unknown = |name: &str| {
+        let defined: Vec<&str> = informers.iter().map(|i| i.name.as_str()).collect();
+        if defined.is_empty() {
+            format!("unknown informer {name:?}: no informer is defined under `informers`")
+        } else {
+            format!("unknown informer {name:?}; defined informers: {}", defined.join(", "))
+        }
+    };
+    let find = |name: &str| informers.iter().find(|i| i.name == name);
+    let primary = match &binding.primary {
+        Some(name) => Some(find(name).ok_or_else(|| (format!("queues.{queue}.primary"), unknown(name)))?),
+        None => None,
+    };
+    for (i, trigger) in binding.triggers.iter().enumerate() {
+        let field = format!("queues.{queue}.triggers[{i}]");
+        if find(&trigger.informer).is_none() {
+            return Err((format!("{field}.informer"), unknown(&trigger.informer)));
+        }
+        let Some(primary) = primary else {
+            return Err((field, "triggers enqueue keys of the primary informer: set `primary` too".to_owned()));
+        };
+        if let TriggerMap::Index { index, .. } = &trigger.map
+            && primary.index(index).is_none()
+        {
+            let defined: Vec<&str> = primary.indexes.iter().map(|i| i.name.as_str()).collect();
+            return Err((
+                format!("{field}.index"),
+                format!(
+                    "informer {:?} (the primary) has no index {index:?}; its indexes: {}",
+                    primary.name,
+                    if defined.is_empty() { "none".to_owned() } else { defined.join(", ") }
+                ),
+            ));
+        }
+    }
+    if primary.is_none() && !binding.predicates.is_empty() {
+        return Err((
+            format!("queues.{queue}.predicates"),
+            "predicates filter the primary's updates: set `primary` too".to_owned(),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -141,6 +217,7 @@ queues:
         let config = Config::parse(FULL_EXAMPLE, "full.yaml").unwrap();
         let exponential = RateLimiterSpec::Exponential { base: ms(5), max: secs(1000) };
         let default = QueueConfig {
+            binding: QueueBinding::default(),
             name: "default".into(),
             settings: QueueSettings {
                 lease_ttl: secs(30),
@@ -156,6 +233,7 @@ queues:
             },
         };
         let orders = QueueConfig {
+            binding: QueueBinding::default(),
             name: "orders".into(),
             settings: QueueSettings { lease_ttl: secs(5400), max_lease_ttl: secs(7200), ..QueueSettings::default() },
         };
@@ -175,7 +253,11 @@ queues:
             let config = Config::parse(yaml, FILE).unwrap();
             assert_eq!(
                 config.queues,
-                vec![QueueConfig { name: "a".into(), settings: QueueSettings::default() }],
+                vec![QueueConfig {
+                    name: "a".into(),
+                    settings: QueueSettings::default(),
+                    binding: QueueBinding::default()
+                }],
                 "{yaml}"
             );
         }
@@ -200,7 +282,10 @@ queues:
             ]),
             ..QueueSettings::default()
         };
-        assert_eq!(config.queues, vec![QueueConfig { name: "default".into(), settings: expected }]);
+        assert_eq!(
+            config.queues,
+            vec![QueueConfig { name: "default".into(), settings: expected, binding: QueueBinding::default() }]
+        );
     }
 
     #[test]
@@ -252,17 +337,149 @@ queues:
         assert!(problem.starts_with("unknown field `queue`"), "{problem}");
     }
 
+    const INFORMER_EXAMPLE: &str = "\
+informers:
+  users:
+    group: example.com
+    version: v1
+    kind: User
+    resync: 10m
+    indexes:
+      by-ns: namespace
+      by-owner: owner
+      by-team: { field: spec.team }
+  namespaces:
+    version: v1
+    kind: Namespace
+    label_selector: app=web
+    field_selector: metadata.name!=default
+    metadata_only: true
+    strip_managed_fields: false
+  pods: { version: v1, kind: Pod, namespace: apps, resync: 0s }
+queues:
+  users:
+    primary: users
+    triggers:
+      - { informer: namespaces, by: owner, controller_only: true }
+      - { informer: pods, by: label, label: example.com/user, predicates: [labels_changed] }
+      - { informer: pods, by: index, index: by-team, value: key }
+    predicates: [generation_changed, annotations_changed]
+    priorities: { initial_list: -50, triggers: 5 }
+  plain: {}
+";
+
     #[test]
-    fn config_should_refuse_informers_as_not_supported_yet() {
-        let yaml = "queues:\n  orders: {}\ninformers:\n  - kind: Pod\n";
-        let err = parse_err(yaml);
-        assert!(
-            err.to_string().starts_with("deploy/examples/bad.yaml: informers: not supported yet in this version"),
-            "{err}"
+    fn config_should_read_informers_and_queue_bindings() {
+        use crate::informer::{IndexBy, IndexSpec, IndexValue, LanePriorities, Predicate, TriggerSpec};
+        let config = Config::parse(INFORMER_EXAMPLE, FILE).unwrap();
+        let mut users = InformerSpec::new("users", "example.com", "v1", "User");
+        users.resync = Some(secs(600));
+        users.indexes = vec![
+            IndexSpec { name: "by-ns".into(), by: IndexBy::Namespace },
+            IndexSpec { name: "by-owner".into(), by: IndexBy::Owner },
+            IndexSpec { name: "by-team".into(), by: IndexBy::Field("spec.team".into()) },
+        ];
+        let mut namespaces = InformerSpec::new("namespaces", "", "v1", "Namespace");
+        namespaces.label_selector = Some("app=web".into());
+        namespaces.field_selector = Some("metadata.name!=default".into());
+        namespaces.metadata_only = true;
+        namespaces.strip_managed_fields = false;
+        let mut pods = InformerSpec::new("pods", "", "v1", "Pod");
+        pods.namespace = Some("apps".into());
+        assert_eq!(config.informers, vec![users, namespaces, pods]);
+
+        let binding = &config.queues[0].binding;
+        assert_eq!(binding.primary.as_deref(), Some("users"));
+        assert_eq!(
+            binding.triggers,
+            vec![
+                TriggerSpec {
+                    informer: "namespaces".into(),
+                    map: TriggerMap::Owner { controller_only: true },
+                    predicates: vec![]
+                },
+                TriggerSpec {
+                    informer: "pods".into(),
+                    map: TriggerMap::Label("example.com/user".into()),
+                    predicates: vec![Predicate::LabelsChanged]
+                },
+                TriggerSpec {
+                    informer: "pods".into(),
+                    map: TriggerMap::Index { index: "by-team".into(), value: IndexValue::Key },
+                    predicates: vec![]
+                },
+            ]
         );
-        assert!(err.position().is_some(), "{err}");
-        let (field, _, _) = field_err("informers: ~\nqueues:\n  orders: {}\n");
-        assert_eq!(field, "informers");
+        assert_eq!(binding.predicates, vec![Predicate::GenerationChanged, Predicate::AnnotationsChanged]);
+        assert_eq!(binding.priorities, LanePriorities { initial_list: -50, triggers: 5, ..LanePriorities::default() });
+        assert_eq!(binding.informers(), vec!["users", "namespaces", "pods"]);
+        assert!(config.queues[1].binding.is_plain());
+    }
+
+    #[test]
+    fn config_should_name_an_unknown_primary_informer() {
+        let err = parse_err("informers:\n  users: { version: v1, kind: User }\nqueues:\n  q: { primary: usres }\n");
+        assert_eq!(
+            err.to_string(),
+            "deploy/examples/bad.yaml: queues.q.primary: unknown informer \"usres\"; defined informers: users"
+        );
+        let err = parse_err("queues:\n  q: { primary: users }\n");
+        assert!(err.to_string().contains("no informer is defined under `informers`"), "{err}");
+    }
+
+    #[test]
+    fn config_should_name_an_unknown_trigger_informer_and_index() {
+        let yaml = "informers:\n  u: { version: v1, kind: User }\nqueues:\n  q:\n    primary: u\n    triggers:\n      - { informer: u, by: index, index: nope }\n";
+        let err = parse_err(yaml);
+        assert_eq!(
+            err.to_string(),
+            "deploy/examples/bad.yaml: queues.q.triggers[0].index: informer \"u\" (the primary) has no index \"nope\"; its indexes: none"
+        );
+        let yaml = "informers:\n  u: { version: v1, kind: User }\nqueues:\n  q:\n    primary: u\n    triggers: [{ informer: x, by: owner }]\n";
+        assert!(parse_err(yaml).to_string().contains("queues.q.triggers[0].informer: unknown informer \"x\""));
+        let yaml =
+            "informers:\n  u: { version: v1, kind: User }\nqueues:\n  q:\n    triggers: [{ informer: u, by: owner }]\n";
+        assert!(parse_err(yaml).to_string().contains("queues.q.triggers[0]: triggers enqueue keys of the primary"));
+    }
+
+    #[test]
+    fn config_should_name_the_field_and_position_of_a_bad_informer() {
+        let (field, problem, position) = field_err("informers:\n  u:\n    version: v1\nqueues:\n  q: {}\n");
+        assert_eq!(field, "informers.u");
+        assert!(problem.starts_with("missing field `kind`"), "{problem}");
+        assert!(position.is_some());
+        let (field, problem, position) = field_err(
+            "informers:\n  u:\n    version: v1\n    kind: User\n    indexes: { a: nodes }\nqueues:\n  q: {}\n",
+        );
+        assert_eq!(field, "informers.u.indexes.a");
+        assert!(problem.starts_with("unknown index kind \"nodes\", expected one of `namespace`, `owner`"), "{problem}");
+        assert_eq!(position, Some((5, 19)));
+        let (field, problem, _) = field_err("informers:\n  U: { version: v1, kind: User }\nqueues:\n  q: {}\n");
+        assert_eq!(field, "informers.U");
+        assert!(problem.starts_with("informer name \"U\" is not allowed"), "{problem}");
+    }
+
+    #[test]
+    fn config_should_refuse_a_trigger_with_keys_of_another_mapping() {
+        let yaml = "informers:\n  u: { version: v1, kind: User }\nqueues:\n  q:\n    primary: u\n    triggers:\n      - { informer: u, by: owner, label: x }\n";
+        let (field, problem, position) = field_err(yaml);
+        assert_eq!(field, "queues.q.triggers[0]");
+        assert_eq!(problem, "`label` belongs to `by: label` triggers only");
+        assert!(position.is_some());
+        let yaml = "informers:\n  u: { version: v1, kind: User }\nqueues:\n  q:\n    primary: u\n    triggers: [{ informer: u, by: label }]\n";
+        let (_, problem, _) = field_err(yaml);
+        assert!(problem.starts_with("`by: label` needs `label`"), "{problem}");
+        let yaml = "queues:\n  q:\n    predicates: [spec_changed]\n";
+        let (field, problem, _) = field_err(yaml);
+        assert_eq!(field, "queues.q.predicates[0]");
+        assert!(problem.starts_with("unknown variant `spec_changed`"), "{problem}");
+    }
+
+    #[test]
+    fn config_should_read_an_empty_informers_map_as_none() {
+        for yaml in ["informers: ~\nqueues:\n  orders: {}\n", "informers: {}\nqueues:\n  orders: {}\n"] {
+            assert!(Config::parse(yaml, FILE).unwrap().informers.is_empty(), "{yaml}");
+        }
     }
 
     #[test]

@@ -6,10 +6,15 @@ pub(super) const MAX_LEN: usize = 253;
 /// Checks a queue name: 1 to `MAX_LEN` characters from `a-z`, `0-9`, `.`, `-`
 /// and `_`. The error says what is allowed.
 pub(super) fn check(name: &str) -> Result<(), String> {
+    check_as("queue", name)
+}
+
+/// Checks the name of a queue, an informer or an index (`what`) by the same rules.
+pub(super) fn check_as(what: &str, name: &str) -> Result<(), String> {
     let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '-' | '_');
     if name.is_empty() || name.len() > MAX_LEN || !name.chars().all(allowed) {
         return Err(format!(
-            "queue name {name:?} is not allowed: use 1 to {MAX_LEN} characters from a-z, 0-9, '.', '-' and '_'"
+            "{what} name {name:?} is not allowed: use 1 to {MAX_LEN} characters from a-z, 0-9, '.', '-' and '_'"
         ));
     }
     Ok(())

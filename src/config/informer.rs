@@ -1,0 +1,226 @@
+//! `informers:` in the config file: a map from informer name to what it watches.
+
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
+
+use super::duration::HumanDuration;
+use super::queue_name;
+use crate::informer::{IndexBy, IndexSpec, InformerSpec};
+
+/// `informers:`, kept in file order.
+pub(super) struct InformerEntries(pub(super) Vec<InformerSpec>);
+
+impl<'de> Deserialize<'de> for InformerEntries {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(InformerEntriesVisitor)
+    }
+}
+
+struct InformerEntriesVisitor;
+
+impl<'de> Visitor<'de> for InformerEntriesVisitor {
+    type Value = InformerEntries;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a map from informer name to what it watches")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<InformerEntries, A::Error> {
+        let mut entries: Vec<InformerSpec> = Vec::new();
+        while let Some(name) = map.next_key_seed(InformerName { taken: &entries })? {
+            let doc: InformerDoc = map.next_value()?;
+            entries.push(doc.into_spec(name));
+        }
+        Ok(InformerEntries(entries))
+    }
+}
+
+/// Reads one informer name and checks it where the parser knows its position.
+struct InformerName<'a> {
+    taken: &'a [InformerSpec],
+}
+
+impl<'de> DeserializeSeed<'de> for InformerName<'_> {
+    type Value = String;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<String, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for InformerName<'_> {
+    type Value = String;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an informer name")
+    }
+
+    fn visit_str<E: de::Error>(self, name: &str) -> Result<String, E> {
+        queue_name::check_as("informer", name).map_err(E::custom)?;
+        if self.taken.iter().any(|taken| taken.name == name) {
+            return Err(E::custom(format!("informer {name:?} is defined twice; informer names must be unique")));
+        }
+        Ok(name.to_owned())
+    }
+}
+
+/// One informer's fields.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a map with `version` and `kind` (and optionally `group`, `namespace`, …)")]
+struct InformerDoc {
+    /// Empty or missing: the core group.
+    #[serde(default)]
+    group: String,
+    version: NonEmpty,
+    kind: NonEmpty,
+    namespace: Option<NonEmpty>,
+    label_selector: Option<NonEmpty>,
+    field_selector: Option<NonEmpty>,
+    #[serde(default)]
+    metadata_only: bool,
+    #[serde(default = "yes")]
+    strip_managed_fields: bool,
+    resync: Option<HumanDuration>,
+    #[serde(default)]
+    indexes: Option<IndexEntries>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl InformerDoc {
+    fn into_spec(self, name: String) -> InformerSpec {
+        InformerSpec {
+            name,
+            group: self.group,
+            version: self.version.0,
+            kind: self.kind.0,
+            namespace: self.namespace.map(|n| n.0),
+            label_selector: self.label_selector.map(|s| s.0),
+            field_selector: self.field_selector.map(|s| s.0),
+            metadata_only: self.metadata_only,
+            strip_managed_fields: self.strip_managed_fields,
+            // `resync: 0s` turns it off, as client-go's zero period does.
+            resync: self.resync.map(|d| d.0).filter(|d| !d.is_zero()),
+            indexes: self.indexes.map(|i| i.0).unwrap_or_default(),
+        }
+    }
+}
+
+/// A string that must not be empty.
+struct NonEmpty(String);
+
+impl<'de> Deserialize<'de> for NonEmpty {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        if text.trim().is_empty() {
+            return Err(de::Error::custom("must not be empty"));
+        }
+        Ok(NonEmpty(text))
+    }
+}
+
+/// `indexes:`, a map from index name to `namespace`, `owner` or `{ field: path }`.
+struct IndexEntries(Vec<IndexSpec>);
+
+impl<'de> Deserialize<'de> for IndexEntries {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(IndexEntriesVisitor)
+    }
+}
+
+struct IndexEntriesVisitor;
+
+impl<'de> Visitor<'de> for IndexEntriesVisitor {
+    type Value = IndexEntries;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a map from index name to `namespace`, `owner` or `{ field: path }`")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<IndexEntries, A::Error> {
+        let mut entries: Vec<IndexSpec> = Vec::new();
+        while let Some(name) = map.next_key_seed(IndexName { taken: &entries })? {
+            let by: IndexByDoc = map.next_value()?;
+            entries.push(IndexSpec { name, by: by.0 });
+        }
+        Ok(IndexEntries(entries))
+    }
+}
+
+struct IndexName<'a> {
+    taken: &'a [IndexSpec],
+}
+
+impl<'de> DeserializeSeed<'de> for IndexName<'_> {
+    type Value = String;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<String, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for IndexName<'_> {
+    type Value = String;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an index name")
+    }
+
+    fn visit_str<E: de::Error>(self, name: &str) -> Result<String, E> {
+        queue_name::check_as("index", name).map_err(E::custom)?;
+        if self.taken.iter().any(|taken| taken.name == name) {
+            return Err(E::custom(format!("index {name:?} is defined twice")));
+        }
+        Ok(name.to_owned())
+    }
+}
+
+/// `namespace`, `owner`, or `{ field: spec.nodeName }`.
+struct IndexByDoc(IndexBy);
+
+const INDEX_KINDS: &str = "`namespace`, `owner` or `{ field: <dotted path> }`";
+
+impl<'de> Deserialize<'de> for IndexByDoc {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(IndexByVisitor)
+    }
+}
+
+struct IndexByVisitor;
+
+impl<'de> Visitor<'de> for IndexByVisitor {
+    type Value = IndexByDoc;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "one of {INDEX_KINDS}")
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<IndexByDoc, E> {
+        match text {
+            "namespace" => Ok(IndexByDoc(IndexBy::Namespace)),
+            "owner" => Ok(IndexByDoc(IndexBy::Owner)),
+            other => Err(E::custom(format!("unknown index kind {other:?}, expected one of {INDEX_KINDS}"))),
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<IndexByDoc, A::Error> {
+        let key: Option<String> = map.next_key()?;
+        match key.as_deref() {
+            Some("field") => {}
+            Some(other) => return Err(de::Error::custom(format!("unknown key `{other}`, expected `field`"))),
+            None => return Err(de::Error::custom(format!("empty index, give one of {INDEX_KINDS}"))),
+        }
+        let path: String = map.next_value()?;
+        if path.is_empty() || path.split('.').any(str::is_empty) {
+            return Err(de::Error::custom(format!("invalid field path {path:?}: use dotted names like spec.nodeName")));
+        }
+        if map.next_key::<String>()?.is_some() {
+            return Err(de::Error::custom("an index has one `field`"));
+        }
+        Ok(IndexByDoc(IndexBy::Field(path)))
+    }
+}

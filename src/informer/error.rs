@@ -1,0 +1,41 @@
+//! Why an informer could not start, or a cache read could not be served.
+
+use std::time::Duration;
+
+/// Informer errors, named after the step that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum InformerError {
+    /// Discovery found no resource for the informer's group/version/kind.
+    #[error("informer {informer:?}: discovering {api_version} {kind}: {source}")]
+    Discovery {
+        informer: String,
+        api_version: String,
+        kind: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
+    /// The informer names a namespace but the resource is cluster-scoped.
+    #[error("informer {informer:?}: {kind} is cluster-scoped; remove `namespace`")]
+    NamespaceOnClusterScoped { informer: String, kind: String },
+    /// A read named an informer the config does not define.
+    #[error("unknown informer {0:?}")]
+    UnknownInformer(String),
+    /// A read named an index the informer does not define.
+    #[error("informer {informer:?} has no index {index:?}")]
+    UnknownIndex { informer: String, index: String },
+    /// A read's label selector does not parse.
+    #[error("label_selector: {0}")]
+    BadSelector(String),
+    /// A read's min_resource_version is not a number.
+    #[error("min_resource_version: {0:?} is not a numeric resourceVersion")]
+    BadResourceVersion(String),
+    /// A read's page token is not one this server handed out.
+    #[error("page_token: {0:?} is not a token from a previous response")]
+    BadPageToken(String),
+    /// The informer's initial list had not finished within the wait.
+    #[error("informer {informer:?} has not finished its initial list (waited {waited:?})")]
+    NotSynced { informer: String, waited: Duration },
+    /// The cache had not seen the asked resourceVersion within the wait.
+    #[error("informer {informer:?} has seen resourceVersion {seen}, not yet {wanted} (waited {waited:?})")]
+    VersionNotReached { informer: String, wanted: u64, seen: u64, waited: Duration },
+}

@@ -1,0 +1,201 @@
+//! Event-to-key mapping: which keys a change of one object puts on which queue, why, and at what priority.
+//!
+//! A queue subscribes to its primary informer (the object's own key) and to
+//! its trigger informers (keys of primary objects found through owner
+//! references, a label's value or an index of the primary). Updates pass
+//! through the subscription's predicates; the initial list and resyncs take
+//! the slow lane, watch events the fast one (both configurable).
+
+use std::sync::Arc;
+
+use tracing::debug;
+
+use super::object::{CachedObject, Meta};
+use super::shared::SharedInformer;
+use super::spec::{IndexValue, LanePriorities, Predicate, TriggerMap};
+use crate::queue::{Reason, ReasonKind};
+use crate::queues::Queue;
+
+/// What happened to one object, as the informer saw it.
+#[derive(Debug, Clone, Copy)]
+pub enum Change<'a> {
+    /// Listed by the informer's first list.
+    InitialList { new: &'a CachedObject },
+    /// Created (a watch event, or new in a relist).
+    Added { new: &'a CachedObject },
+    /// Changed (a watch event, or a different resourceVersion in a relist).
+    Updated { old: &'a CachedObject, new: &'a CachedObject },
+    /// Deleted (a watch event, or missing from a relist); `last` is its last known state.
+    Deleted { last: &'a CachedObject },
+}
+
+/// One queue listening to one informer.
+pub struct Subscriber {
+    pub queue: Queue,
+    pub role: Role,
+    /// Update filters: an update passes when any of them says so; empty passes all.
+    pub predicates: Vec<Predicate>,
+    pub priorities: LanePriorities,
+}
+
+/// How the subscribing queue relates to the informer.
+pub enum Role {
+    /// The informer's objects are the queue's keys.
+    Primary,
+    /// The informer's objects name keys of the queue's primary informer.
+    Trigger { map: TriggerMap, primary: Arc<SharedInformer> },
+}
+
+impl Subscriber {
+    /// Adds the keys `change` maps to; `source` is the informer's name.
+    pub fn deliver(&self, source: &Arc<str>, change: Change<'_>) {
+        if let Change::Updated { old, new } = change
+            && !passes(&self.predicates, &old.meta, &new.meta)
+        {
+            return;
+        }
+        let (kind, priority) = match (&self.role, change) {
+            (Role::Primary, Change::InitialList { .. }) => (ReasonKind::InitialList, self.priorities.initial_list),
+            (Role::Primary, Change::Added { .. }) => (ReasonKind::Added, self.priorities.events),
+            (Role::Primary, Change::Updated { .. }) => (ReasonKind::Updated, self.priorities.events),
+            (Role::Primary, Change::Deleted { .. }) => (ReasonKind::Deleted, self.priorities.events),
+            (Role::Trigger { .. }, Change::InitialList { .. }) => (ReasonKind::Trigger, self.priorities.initial_list),
+            (Role::Trigger { .. }, _) => (ReasonKind::Trigger, self.priorities.triggers),
+        };
+        let reason = Reason::new(kind, source.clone());
+        for key in self.keys(change) {
+            if let Err(err) = self.queue.add(key.clone(), priority, reason.clone()) {
+                debug!(queue = %self.queue.name(), %key, %err, "informer event not queued");
+            }
+        }
+    }
+
+    /// The primary keys `change` maps to, each once.
+    fn keys(&self, change: Change<'_>) -> Vec<Arc<str>> {
+        match &self.role {
+            Role::Primary => vec![object_of(change).key.clone()],
+            Role::Trigger { map, primary } => {
+                let mut keys = Vec::new();
+                // An update maps both states: a label or owner that moved
+                // away must still wake the primary it left.
+                if let Change::Updated { old, .. } = change {
+                    trigger_keys(map, primary, old, &mut keys);
+                }
+                trigger_keys(map, primary, object_of(change), &mut keys);
+                keys.sort();
+                keys.dedup();
+                keys
+            }
+        }
+    }
+
+    /// Adds every key at the resync priority with reason Resync: bypasses
+    /// predicates and, being a plain add, keeps a failing key's backoff count.
+    pub fn resync(&self, source: &Arc<str>, keys: &[Arc<str>]) {
+        let reason = Reason::new(ReasonKind::Resync, source.clone());
+        for key in keys {
+            if let Err(err) = self.queue.add(key.clone(), self.priorities.resync, reason.clone()) {
+                debug!(queue = %self.queue.name(), %key, %err, "resync key not queued");
+                break;
+            }
+        }
+    }
+}
+
+fn object_of(change: Change<'_>) -> &CachedObject {
+    match change {
+        Change::InitialList { new } | Change::Added { new } | Change::Updated { new, .. } => new,
+        Change::Deleted { last } => last,
+    }
+}
+
+/// Whether an update passes the predicates (any of them; all pass when there are none).
+pub fn passes(predicates: &[Predicate], old: &Meta, new: &Meta) -> bool {
+    predicates.is_empty()
+        || predicates.iter().any(|p| match p {
+            Predicate::GenerationChanged => old.generation != new.generation,
+            Predicate::LabelsChanged => old.labels != new.labels,
+            Predicate::AnnotationsChanged => old.annotations_hash != new.annotations_hash,
+        })
+}
+
+/// The primary keys one state of a trigger object names.
+fn trigger_keys(map: &TriggerMap, primary: &SharedInformer, object: &CachedObject, out: &mut Vec<Arc<str>>) {
+    let meta = &object.meta;
+    let primary_key = |name: &str| -> Option<Arc<str>> {
+        if name.is_empty() {
+            None
+        } else if !primary.is_namespaced() {
+            Some(Arc::from(name))
+        } else if !meta.namespace.is_empty() {
+            Some(Arc::from(format!("{}/{name}", meta.namespace)))
+        } else {
+            // A cluster-scoped object cannot say which namespace's primary it means.
+            None
+        }
+    };
+    match map {
+        TriggerMap::Owner { controller_only } => {
+            for owner in meta.owners.iter() {
+                if (!controller_only || owner.controller)
+                    && *owner.kind == *primary.resource().kind
+                    && owner.group() == primary.resource().group
+                {
+                    out.extend(primary_key(&owner.name));
+                }
+            }
+        }
+        TriggerMap::Label(label) => {
+            if let Some(value) = meta.label(label) {
+                out.extend(primary_key(value));
+            }
+        }
+        TriggerMap::Index { index, value } => {
+            let value = match value {
+                IndexValue::Name => &*meta.name,
+                IndexValue::Key => &*object.key,
+                IndexValue::Uid => &*meta.uid,
+            };
+            let same_namespace = primary.is_namespaced() && !meta.namespace.is_empty();
+            for key in primary.index_keys(index, value).unwrap_or_default() {
+                let in_namespace = key.split_once('/').is_some_and(|(ns, _)| ns == &*meta.namespace);
+                if !same_namespace || in_namespace {
+                    out.push(key);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(generation: i64, labels: &[(&str, &str)], annotations_hash: u64) -> Meta {
+        Meta {
+            generation: Some(generation),
+            labels: labels.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect(),
+            annotations_hash,
+            ..Meta::default()
+        }
+    }
+
+    #[test]
+    fn predicates_should_pass_an_update_when_any_says_so() {
+        use Predicate::*;
+        let base = meta(1, &[("a", "1")], 7);
+        let status_only = meta(1, &[("a", "1")], 7);
+        let spec = meta(2, &[("a", "1")], 7);
+        let label = meta(1, &[("a", "2")], 7);
+        let annotation = meta(1, &[("a", "1")], 8);
+        assert!(passes(&[], &base, &status_only), "no predicate: everything passes");
+        let all = [GenerationChanged, LabelsChanged, AnnotationsChanged];
+        assert!(!passes(&all, &base, &status_only));
+        assert!(passes(&all, &base, &spec));
+        assert!(passes(&all, &base, &label));
+        assert!(passes(&all, &base, &annotation));
+        assert!(!passes(&[GenerationChanged], &base, &label));
+        assert!(passes(&[LabelsChanged], &base, &label));
+        assert!(!passes(&[AnnotationsChanged], &base, &spec));
+    }
+}

@@ -1,0 +1,33 @@
+//! Shared informers: one list+watch cache per configured resource, turned into keys on the queues and read by the Cache service.
+//!
+//! - [`spec`]: what an informer watches and how a queue listens (from the config).
+//! - [`object`]: a cached object, raw JSON bytes plus parsed metadata.
+//! - [`store`], [`tombstone`]: objects by key with indexes; deleted objects' last state.
+//! - [`selector`]: label selectors for reads.
+//! - [`keying`]: event-to-key mapping, reasons, priorities, predicates.
+//! - [`shared`]: one informer's cache, its sync state and subscribers.
+//! - [`watch`]: the one kube-runtime watcher that feeds it.
+//! - [`registry`]: every informer by name, started together; readiness.
+
+mod error;
+mod keying;
+mod object;
+mod registry;
+mod selector;
+mod shared;
+mod spec;
+mod store;
+mod tombstone;
+mod watch;
+
+pub use error::InformerError;
+pub use keying::Change;
+pub use object::{CachedObject, Meta, OwnerRef};
+pub use registry::InformerRegistry;
+pub use selector::LabelSelector;
+pub use shared::SharedInformer;
+pub use spec::{
+    IndexBy, IndexSpec, IndexValue, InformerSpec, LanePriorities, Predicate, QueueBinding, TriggerMap, TriggerSpec,
+};
+pub use store::{ListQuery, Page};
+pub use tombstone::{MAX_TOMBSTONES, TOMBSTONE_TTL};

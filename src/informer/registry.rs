@@ -1,0 +1,209 @@
+//! `InformerRegistry`: every informer of the sidecar by name, exactly one watch each, the queues they feed, and readiness.
+//!
+//! Built in two steps so that nothing is watched before every queue is
+//! subscribed: [`InformerRegistry::build`] resolves each informer by
+//! discovery and subscribes the queues; [`InformerRegistry::start`] closes
+//! the gates of the informer-fed queues, opens one watch per informer, and
+//! opens each gate once all of that queue's informers have synced.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use kube::Client;
+use kube::api::GroupVersionKind;
+use kube::discovery::Scope;
+use tokio::task::AbortHandle;
+use tracing::info;
+
+use super::error::InformerError;
+use super::keying::{Role, Subscriber};
+use super::shared::SharedInformer;
+use super::spec::{InformerSpec, QueueBinding};
+use super::watch;
+use crate::queues::{Queue, QueueRegistry};
+
+pub struct InformerRegistry {
+    informers: HashMap<String, Arc<SharedInformer>>,
+    /// Names in config order.
+    names: Vec<String>,
+    /// Each informer-fed queue and the informers it waits for.
+    gated: Vec<(Queue, Vec<Arc<SharedInformer>>)>,
+    /// The primary informer of each queue that has one, for Lease.object.
+    primaries: HashMap<String, Arc<SharedInformer>>,
+    client: Option<Client>,
+    /// Watches opened so far: one per informer, however many queues use it.
+    watches_opened: Arc<AtomicU64>,
+    /// The tasks `start` spawned; aborted when the registry is dropped.
+    tasks: parking_lot::Mutex<Vec<AbortHandle>>,
+}
+
+impl Drop for InformerRegistry {
+    fn drop(&mut self) {
+        for task in self.tasks.get_mut().drain(..) {
+            task.abort();
+        }
+    }
+}
+
+impl InformerRegistry {
+    /// No informers: the standalone mode, which needs no Kubernetes.
+    pub fn empty() -> Self {
+        InformerRegistry {
+            informers: HashMap::new(),
+            names: Vec::new(),
+            gated: Vec::new(),
+            primaries: HashMap::new(),
+            client: None,
+            watches_opened: Arc::new(AtomicU64::new(0)),
+            tasks: parking_lot::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Resolves each informer by discovery and subscribes the queues of
+    /// `bindings` (queue name -> binding; every name is defined, as the
+    /// config checked). Watches nothing yet.
+    pub async fn build<'a>(
+        client: Client,
+        specs: &[InformerSpec],
+        queues: &QueueRegistry,
+        bindings: impl IntoIterator<Item = (&'a str, &'a QueueBinding)>,
+    ) -> Result<Self, InformerError> {
+        let mut registry = InformerRegistry::empty();
+        for spec in specs {
+            let gvk = GroupVersionKind::gvk(&spec.group, &spec.version, &spec.kind);
+            let (resource, capabilities) =
+                kube::discovery::pinned_kind(&client, &gvk).await.map_err(|source| InformerError::Discovery {
+                    informer: spec.name.clone(),
+                    api_version: spec.api_version(),
+                    kind: spec.kind.clone(),
+                    source: Box::new(source),
+                })?;
+            let namespaced = capabilities.scope == Scope::Namespaced;
+            if !namespaced && spec.namespace.is_some() {
+                return Err(InformerError::NamespaceOnClusterScoped {
+                    informer: spec.name.clone(),
+                    kind: spec.kind.clone(),
+                });
+            }
+            let informer = Arc::new(SharedInformer::new(spec.clone(), resource, namespaced));
+            registry.names.push(spec.name.clone());
+            registry.informers.insert(spec.name.clone(), informer);
+        }
+        for (queue_name, binding) in bindings {
+            if binding.is_plain() {
+                continue;
+            }
+            let queue = queues.get(queue_name).ok_or_else(|| InformerError::UnknownInformer(queue_name.to_owned()))?;
+            registry.subscribe(queue, binding)?;
+        }
+        registry.client = Some(client);
+        Ok(registry)
+    }
+
+    fn subscribe(&mut self, queue: &Queue, binding: &QueueBinding) -> Result<(), InformerError> {
+        let find =
+            |name: &str| self.informers.get(name).cloned().ok_or_else(|| InformerError::UnknownInformer(name.into()));
+        let primary = binding.primary.as_deref().map(find).transpose()?;
+        if let Some(primary) = &primary {
+            primary.subscribe(Subscriber {
+                queue: queue.clone(),
+                role: Role::Primary,
+                predicates: binding.predicates.clone(),
+                priorities: binding.priorities,
+            });
+            self.primaries.insert(queue.name().to_string(), primary.clone());
+        }
+        for trigger in &binding.triggers {
+            let (Some(primary), informer) = (&primary, find(&trigger.informer)?) else {
+                continue; // the config refuses triggers without a primary
+            };
+            informer.subscribe(Subscriber {
+                queue: queue.clone(),
+                role: Role::Trigger { map: trigger.map.clone(), primary: primary.clone() },
+                predicates: trigger.predicates.clone(),
+                priorities: binding.priorities,
+            });
+        }
+        let informers = binding.informers().into_iter().map(find).collect::<Result<_, _>>()?;
+        self.gated.push((queue.clone(), informers));
+        Ok(())
+    }
+
+    /// Closes the gates of the informer-fed queues, opens one watch per
+    /// informer, starts the resync timers, and opens each queue's gate once
+    /// its informers have synced. Needs a tokio runtime; does not wait.
+    pub async fn start(&self) {
+        let Some(client) = &self.client else { return };
+        for (queue, _) in &self.gated {
+            queue.set_granting(false);
+        }
+        let mut tasks = Vec::new();
+        for name in &self.names {
+            let informer = self.informers[name].clone();
+            let streaming = watch::supports_streaming_lists(&informer, client.clone()).await;
+            self.watches_opened.fetch_add(1, Ordering::Relaxed);
+            tasks.push(tokio::spawn(watch::run(informer.clone(), client.clone(), streaming)).abort_handle());
+            if let Some(period) = informer.spec().resync {
+                tasks.push(tokio::spawn(resync(informer, period)).abort_handle());
+            }
+        }
+        for (queue, informers) in &self.gated {
+            let (queue, informers) = (queue.clone(), informers.clone());
+            tasks.push(
+                tokio::spawn(async move {
+                    for informer in &informers {
+                        let mut synced = informer.synced_watch();
+                        let _ = synced.wait_for(|s| *s).await;
+                    }
+                    queue.set_granting(true);
+                    info!(queue = %queue.name(), "informers synced; queue hands out keys");
+                })
+                .abort_handle(),
+            );
+        }
+        self.tasks.lock().extend(tasks);
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<SharedInformer>> {
+        self.informers.get(name)
+    }
+
+    /// The informer `name`, or the error a read of it gets.
+    pub fn informer(&self, name: &str) -> Result<&Arc<SharedInformer>, InformerError> {
+        self.get(name).ok_or_else(|| InformerError::UnknownInformer(name.to_owned()))
+    }
+
+    /// The primary informer of `queue`, when it has one.
+    pub fn primary_of(&self, queue: &str) -> Option<&Arc<SharedInformer>> {
+        self.primaries.get(queue)
+    }
+
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.informers.is_empty()
+    }
+
+    /// Readiness: every informer has finished its first list (true with none).
+    pub fn all_synced(&self) -> bool {
+        self.informers.values().all(|i| i.is_synced())
+    }
+
+    /// How many watches this registry has opened: one per informer.
+    pub fn watches_opened(&self) -> u64 {
+        self.watches_opened.load(Ordering::Relaxed)
+    }
+}
+
+/// Re-enqueues the informer's objects on its primary queues every `period`.
+async fn resync(informer: Arc<SharedInformer>, period: std::time::Duration) {
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        informer.resync();
+    }
+}

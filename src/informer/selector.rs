@@ -1,0 +1,184 @@
+//! Label selectors in the API server's text syntax (`app=web,tier!=cache,env in (a,b),!legacy`), matched against cached labels.
+
+use super::object::Meta;
+
+/// A parsed label selector: every requirement must hold.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LabelSelector(Vec<Requirement>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Requirement {
+    Equals(String, String),
+    NotEquals(String, String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+    Exists(String),
+    DoesNotExist(String),
+}
+
+impl LabelSelector {
+    /// Parses the text; the error says what is wrong and where.
+    pub fn parse(text: &str) -> Result<LabelSelector, String> {
+        let mut requirements = Vec::new();
+        for part in split_top_level(text)? {
+            let part = part.trim();
+            if part.is_empty() {
+                if text.trim().is_empty() {
+                    continue;
+                }
+                return Err(format!("empty requirement in {text:?}"));
+            }
+            requirements.push(requirement(part)?);
+        }
+        Ok(LabelSelector(requirements))
+    }
+
+    pub fn is_everything(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn matches(&self, meta: &Meta) -> bool {
+        self.0.iter().all(|r| match r {
+            Requirement::Equals(k, v) => meta.label(k) == Some(v.as_str()),
+            Requirement::NotEquals(k, v) => meta.label(k) != Some(v.as_str()),
+            Requirement::In(k, vs) => meta.label(k).is_some_and(|l| vs.iter().any(|v| v == l)),
+            Requirement::NotIn(k, vs) => meta.label(k).is_none_or(|l| vs.iter().all(|v| v != l)),
+            Requirement::Exists(k) => meta.label(k).is_some(),
+            Requirement::DoesNotExist(k) => meta.label(k).is_none(),
+        })
+    }
+}
+
+/// Splits at commas outside parentheses.
+fn split_top_level(text: &str) -> Result<Vec<&str>, String> {
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0i32, 0usize);
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth < 0 {
+                    return Err(format!("unbalanced ')' at {i} in {text:?}"));
+                }
+            }
+            ',' if depth == 0 => {
+                parts.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if depth != 0 {
+        return Err(format!("unclosed '(' in {text:?}"));
+    }
+    parts.push(&text[start..]);
+    Ok(parts)
+}
+
+fn requirement(part: &str) -> Result<Requirement, String> {
+    if let Some(key) = part.strip_prefix('!') {
+        return Ok(Requirement::DoesNotExist(label_key(key.trim(), part)?));
+    }
+    for (op, build) in [
+        ("!=", Requirement::NotEquals as fn(String, String) -> Requirement),
+        ("==", Requirement::Equals),
+        ("=", Requirement::Equals),
+    ] {
+        if let Some((key, value)) = part.split_once(op) {
+            return Ok(build(label_key(key.trim(), part)?, label_value(value.trim(), part)?));
+        }
+    }
+    let words: Vec<&str> = part.splitn(2, char::is_whitespace).collect();
+    if let [key, rest] = words[..] {
+        let rest = rest.trim_start();
+        let (op, set) = if let Some(set) = rest.strip_prefix("notin") {
+            ("notin", set)
+        } else if let Some(set) = rest.strip_prefix("in") {
+            ("in", set)
+        } else {
+            return Err(format!("unknown operator in {part:?}: use =, ==, !=, in, notin, or a bare key"));
+        };
+        let set = set.trim();
+        let inner = set
+            .strip_prefix('(')
+            .and_then(|s| s.strip_suffix(')'))
+            .ok_or_else(|| format!("{op} needs a parenthesised list of values in {part:?}"))?;
+        let values = inner.split(',').map(|v| label_value(v.trim(), part)).collect::<Result<Vec<_>, _>>()?;
+        let key = label_key(key, part)?;
+        return Ok(if op == "in" { Requirement::In(key, values) } else { Requirement::NotIn(key, values) });
+    }
+    Ok(Requirement::Exists(label_key(part, part)?))
+}
+
+fn label_key(key: &str, part: &str) -> Result<String, String> {
+    let (prefix, name) = key.rsplit_once('/').map_or(("", key), |(p, n)| (p, n));
+    let name_ok = !name.is_empty() && name.len() <= 63 && name.chars().all(label_char) && edges_alnum(name);
+    let prefix_ok = prefix.len() <= 253 && prefix.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+    if !name_ok || !prefix_ok || (key.contains('/') && prefix.is_empty()) {
+        return Err(format!("invalid label key {key:?} in {part:?}"));
+    }
+    Ok(key.to_owned())
+}
+
+fn label_value(value: &str, part: &str) -> Result<String, String> {
+    if value.len() > 63 || !value.chars().all(label_char) || !(value.is_empty() || edges_alnum(value)) {
+        return Err(format!("invalid label value {value:?} in {part:?}"));
+    }
+    Ok(value.to_owned())
+}
+
+fn label_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')
+}
+
+fn edges_alnum(s: &str) -> bool {
+    s.starts_with(|c: char| c.is_ascii_alphanumeric()) && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(labels: &[(&str, &str)]) -> Meta {
+        let mut labels: Vec<(Box<str>, Box<str>)> = labels.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
+        labels.sort();
+        Meta { labels: labels.into(), ..Meta::default() }
+    }
+
+    #[test]
+    fn selector_should_match_every_operator() {
+        let m = meta(&[("app", "web"), ("tier", "front"), ("example.com/user", "alice")]);
+        for (text, expected) in [
+            ("", true),
+            ("app=web", true),
+            ("app==web", true),
+            ("app!=web", false),
+            ("app=web,tier=front", true),
+            ("app=web,tier=back", false),
+            ("tier in (front, back)", true),
+            ("tier notin (front,back)", false),
+            ("missing notin (a)", true),
+            ("app", true),
+            ("!app", false),
+            ("!legacy", true),
+            ("example.com/user=alice", true),
+        ] {
+            let selector = LabelSelector::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(selector.matches(&m), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn selector_should_refuse_malformed_text_and_say_why() {
+        for text in ["app=", "=web", "a=b,,c=d", "tier in front", "tier in (a", "a b c", "app=we b", "-bad=x"] {
+            let result = LabelSelector::parse(text);
+            // `app=` selects an empty value, which the API server allows.
+            if text == "app=" {
+                assert!(result.is_ok(), "{text}");
+                continue;
+            }
+            assert!(result.is_err(), "{text} should be refused, got {result:?}");
+        }
+    }
+}

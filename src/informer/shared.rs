@@ -1,0 +1,265 @@
+//! `SharedInformer`: one resource's cache, fed by one watch, read by the Cache service and delivered to every subscribed queue.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use kube::api::{ApiResource, DynamicObject};
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::warn;
+
+use super::error::InformerError;
+use super::keying::{Change, Subscriber};
+use super::object::{CachedObject, Shaping};
+use super::spec::InformerSpec;
+use super::store::{ListQuery, Page, Store};
+
+/// Where the informer is in its list/watch cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Listing for the first time: objects are InitialList events.
+    FirstList,
+    /// Relisting (after a 410 or a restart): objects are compared with the store.
+    Relist,
+    Watching,
+}
+
+pub struct SharedInformer {
+    name: Arc<str>,
+    spec: InformerSpec,
+    resource: ApiResource,
+    namespaced: bool,
+    shaping: Shaping,
+    store: RwLock<Store>,
+    /// Queues listening; set before the watch starts.
+    subscribers: RwLock<Vec<Subscriber>>,
+    phase: Mutex<Phase>,
+    /// True once the first list is done (client-go's HasSynced); stays true across relists.
+    synced: watch::Sender<bool>,
+    /// The highest numeric resourceVersion seen on any object, for read-your-writes.
+    seen_version: watch::Sender<u64>,
+    /// Objects the watch sent that could not be stored (should stay 0).
+    dropped: AtomicU64,
+}
+
+impl SharedInformer {
+    pub fn new(spec: InformerSpec, resource: ApiResource, namespaced: bool) -> Self {
+        let shaping = Shaping::new(&resource, spec.strip_managed_fields, spec.indexes.clone());
+        SharedInformer {
+            name: Arc::from(spec.name.as_str()),
+            store: RwLock::new(Store::new(&spec.indexes)),
+            spec,
+            resource,
+            namespaced,
+            shaping,
+            subscribers: RwLock::new(Vec::new()),
+            phase: Mutex::new(Phase::FirstList),
+            synced: watch::Sender::new(false),
+            seen_version: watch::Sender::new(0),
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    pub fn name(&self) -> &Arc<str> {
+        &self.name
+    }
+
+    pub fn spec(&self) -> &InformerSpec {
+        &self.spec
+    }
+
+    pub fn resource(&self) -> &ApiResource {
+        &self.resource
+    }
+
+    pub fn is_namespaced(&self) -> bool {
+        self.namespaced
+    }
+
+    pub fn subscribe(&self, subscriber: Subscriber) {
+        self.subscribers.write().push(subscriber);
+    }
+
+    // ---- fed by the watch task --------------------------------------------
+
+    /// A (re)list starts.
+    pub fn on_init(&self) {
+        let mut phase = self.phase.lock();
+        if *phase != Phase::FirstList {
+            *phase = Phase::Relist;
+        }
+        self.store.write().begin_relist();
+    }
+
+    /// One object of a (re)list.
+    pub fn on_listed(&self, object: DynamicObject) {
+        let Some(new) = self.shape(object) else { return };
+        let old = self.store.write().apply(new.clone());
+        let first = *self.phase.lock() == Phase::FirstList;
+        match (&old, first) {
+            (_, true) => self.deliver(Change::InitialList { new: &new }),
+            (None, false) => self.deliver(Change::Added { new: &new }),
+            (Some(old), false) if old.meta.resource_version != new.meta.resource_version => {
+                self.deliver(Change::Updated { old, new: &new })
+            }
+            (Some(_), false) => {}
+        }
+    }
+
+    /// The (re)list is complete: objects it did not list were deleted meanwhile.
+    pub fn on_list_done(&self) {
+        let deleted = self.store.write().end_relist(Instant::now());
+        for last in &deleted {
+            self.deliver(Change::Deleted { last });
+        }
+        *self.phase.lock() = Phase::Watching;
+        self.synced.send_if_modified(|synced| !std::mem::replace(synced, true));
+    }
+
+    /// A watch event: created or changed.
+    pub fn on_applied(&self, object: DynamicObject) {
+        let Some(new) = self.shape(object) else { return };
+        let old = self.store.write().apply(new.clone());
+        match &old {
+            None => self.deliver(Change::Added { new: &new }),
+            Some(old) => self.deliver(Change::Updated { old, new: &new }),
+        }
+    }
+
+    /// A watch event: deleted; `object` is its final state.
+    pub fn on_deleted(&self, object: DynamicObject) {
+        let Some(last) = self.shape(object) else { return };
+        self.store.write().delete(last.clone(), Instant::now());
+        self.deliver(Change::Deleted { last: &last });
+    }
+
+    fn shape(&self, object: DynamicObject) -> Option<Arc<CachedObject>> {
+        match self.shaping.shape(object) {
+            Ok(object) => {
+                if let Some(version) = object.meta.numeric_resource_version() {
+                    self.seen_version.send_if_modified(|seen| {
+                        let newer = version > *seen;
+                        if newer {
+                            *seen = version;
+                        }
+                        newer
+                    });
+                }
+                Some(Arc::new(object))
+            }
+            Err(err) => {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                warn!(informer = %self.name, %err, "object not stored: cannot serialize it");
+                None
+            }
+        }
+    }
+
+    /// Delivers a change to every subscriber; called with no store lock held,
+    /// since a trigger's index lookup may read this very store.
+    fn deliver(&self, change: Change<'_>) {
+        for subscriber in self.subscribers.read().iter() {
+            subscriber.deliver(&self.name, change);
+        }
+    }
+
+    /// Re-enqueues every object on the primary queues (reason Resync).
+    pub fn resync(&self) {
+        if !self.is_synced() {
+            return;
+        }
+        let keys = self.store.read().keys();
+        for subscriber in self.subscribers.read().iter() {
+            if matches!(subscriber.role, super::keying::Role::Primary) {
+                subscriber.resync(&self.name, &keys);
+            }
+        }
+    }
+
+    // ---- reads --------------------------------------------------------------
+
+    /// Follows `is_synced`, for waiting on it.
+    pub fn synced_watch(&self) -> watch::Receiver<bool> {
+        self.synced.subscribe()
+    }
+
+    pub fn is_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// The highest resourceVersion seen so far (0 before any object).
+    pub fn seen_version(&self) -> u64 {
+        *self.seen_version.borrow()
+    }
+
+    pub fn len(&self) -> usize {
+        self.store.read().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Waits up to `wait` for the first list to finish.
+    pub async fn wait_synced(&self, wait: Duration) -> Result<(), InformerError> {
+        let mut synced = self.synced.subscribe();
+        match tokio::time::timeout(wait, synced.wait_for(|s| *s)).await {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(InformerError::NotSynced { informer: self.name.to_string(), waited: wait }),
+        }
+    }
+
+    /// Waits up to `wait` until an object with resourceVersion >= `min` has been seen.
+    pub async fn wait_version(&self, min: u64, wait: Duration) -> Result<(), InformerError> {
+        let mut seen = self.seen_version.subscribe();
+        match tokio::time::timeout(wait, seen.wait_for(|v| *v >= min)).await {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(InformerError::VersionNotReached {
+                informer: self.name.to_string(),
+                wanted: min,
+                seen: self.seen_version(),
+                waited: wait,
+            }),
+        }
+    }
+
+    /// The cached object `namespace/name` (or `name`), if any.
+    pub fn get(&self, key: &str) -> Option<Arc<CachedObject>> {
+        self.store.read().get(key)
+    }
+
+    /// The last known state of a deleted object, while its tombstone lasts.
+    pub fn get_deleted(&self, key: &str) -> Option<Arc<CachedObject>> {
+        self.store.read().get_deleted(key, Instant::now())
+    }
+
+    pub fn list(&self, query: &ListQuery<'_>) -> Result<Page, InformerError> {
+        let store = self.store.read();
+        if let Some((index, _)) = query.index
+            && !store.has_index(index)
+        {
+            return Err(InformerError::UnknownIndex { informer: self.name.to_string(), index: index.to_owned() });
+        }
+        Ok(store.list(query))
+    }
+
+    /// Keys filed under `value` in `index`; `None` when there is no such index.
+    pub fn index_keys(&self, index: &str, value: &str) -> Option<Vec<Arc<str>>> {
+        self.store.read().index_keys(index, value)
+    }
+
+    pub fn tombstone_count(&self) -> usize {
+        self.store.read().tombstone_count()
+    }
+
+    /// Every cached key, in namespace/name order.
+    pub fn keys(&self) -> Vec<Arc<str>> {
+        self.store.read().keys()
+    }
+}

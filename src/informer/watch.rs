@@ -1,0 +1,116 @@
+//! The one watch of an informer: kube-runtime's `watcher` (streaming or paged lists, bookmarks, relist on 410, backoff) feeding a `SharedInformer`.
+
+use std::sync::Arc;
+
+use futures_util::{Stream, StreamExt};
+use kube::api::{Api, DynamicObject, PartialObjectMeta, WatchEvent, WatchParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, Resource};
+use tracing::{debug, info, warn};
+
+use super::shared::SharedInformer;
+
+/// Runs the informer's watch until the task is aborted. Errors are logged
+/// and retried by the watcher after kube-runtime's default backoff (800 ms
+/// doubling to 30 s, as client-go's reflector).
+pub async fn run(informer: Arc<SharedInformer>, client: Client, streaming: bool) {
+    let spec = informer.spec();
+    let mut config = watcher::Config::default();
+    if let Some(labels) = &spec.label_selector {
+        config = config.labels(labels);
+    }
+    if let Some(fields) = &spec.field_selector {
+        config = config.fields(fields);
+    }
+    if streaming {
+        config = config.streaming_lists();
+    }
+    info!(
+        informer = %informer.name(),
+        resource = %informer.resource().plural,
+        api_version = %informer.resource().api_version,
+        namespace = spec.namespace.as_deref().unwrap_or("(all)"),
+        streaming_list = streaming,
+        metadata_only = spec.metadata_only,
+        "informer watching"
+    );
+    if spec.metadata_only {
+        let api: Api<PartialObjectMeta<DynamicObject>> = api(&informer, client);
+        let events = watcher::watcher(api, config).default_backoff();
+        feed(&informer, events, |meta: PartialObjectMeta<DynamicObject>| {
+            // The server sends kind PartialObjectMetadata; the object's own
+            // apiVersion and kind are filled in by the informer's shaping.
+            DynamicObject { types: None, metadata: meta.metadata, data: serde_json::Value::Object(Default::default()) }
+        })
+        .await;
+    } else {
+        let api: Api<DynamicObject> = api(&informer, client);
+        feed(&informer, watcher::watcher(api, config).default_backoff(), |o| o).await;
+    }
+}
+
+fn api<K>(informer: &SharedInformer, client: Client) -> Api<K>
+where
+    K: Resource<DynamicType = kube::api::ApiResource, Scope = kube::core::DynamicResourceScope>,
+{
+    let resource = informer.resource();
+    match &informer.spec().namespace {
+        Some(ns) if informer.is_namespaced() => Api::namespaced_with(client, ns, resource),
+        _ => Api::all_with(client, resource),
+    }
+}
+
+async fn feed<K, S>(informer: &SharedInformer, events: S, convert: impl Fn(K) -> DynamicObject)
+where
+    S: Stream<Item = Result<Event<K>, watcher::Error>>,
+{
+    let mut events = std::pin::pin!(events);
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(Event::Init) => {
+                debug!(informer = %informer.name(), "list started");
+                informer.on_init();
+            }
+            Ok(Event::InitApply(object)) => informer.on_listed(convert(object)),
+            Ok(Event::InitDone) => {
+                informer.on_list_done();
+                info!(informer = %informer.name(), objects = informer.len(), "informer synced");
+            }
+            Ok(Event::Apply(object)) => informer.on_applied(convert(object)),
+            Ok(Event::Delete(object)) => informer.on_deleted(convert(object)),
+            Err(err) => warn!(informer = %informer.name(), %err, "watch failed; retrying with backoff"),
+        }
+    }
+}
+
+/// Whether the API server serves streaming lists (`sendInitialEvents`) for
+/// this resource: asks for one with a label selector that matches nothing
+/// and waits for its end-of-initial-events bookmark. Any failure means no.
+pub async fn supports_streaming_lists(informer: &SharedInformer, client: Client) -> bool {
+    let api: Api<DynamicObject> = api(informer, client);
+    let params = WatchParams {
+        label_selector: Some("workqueue-sidecar.io/streaming-list-probe=none".into()),
+        timeout: Some(5),
+        bookmarks: true,
+        send_initial_events: true,
+        ..WatchParams::default()
+    };
+    let probe = async {
+        let Ok(stream) = api.watch(&params, "").await else { return false };
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(WatchEvent::Bookmark(bookmark)) => {
+                    if bookmark.metadata.annotations.contains_key("k8s.io/initial-events-end") {
+                        return true;
+                    }
+                }
+                Ok(WatchEvent::Error(_)) | Err(_) => return false,
+                Ok(_) => {}
+            }
+        }
+        false
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), probe).await.unwrap_or(false)
+}
