@@ -1,0 +1,107 @@
+"""What the sidecar reports about queues and keys: Len, KeyState, AddRateLimited, ShutDown."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from ._wire import from_duration, from_timestamp
+from .reason import Reason
+from .v1 import workqueue_pb2 as pb
+
+
+class KeyPhase(enum.IntEnum):
+    """Where a key is in its queue (the proto's KeyState, without its prefix)."""
+
+    UNSPECIFIED = pb.KEY_STATE_UNSPECIFIED
+    ABSENT = pb.KEY_STATE_ABSENT
+    QUEUED = pb.KEY_STATE_QUEUED
+    WAITING = pb.KEY_STATE_WAITING
+    HELD = pb.KEY_STATE_HELD
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    """One key's state; the timestamps that do not apply to its phase are None."""
+
+    phase: KeyPhase
+    priority: int
+    failures: int
+    last_error: str
+    reasons: tuple[Reason, ...]
+    #: QUEUED: when it became ready.
+    queued_since: datetime | None
+    #: WAITING: when it becomes ready.
+    waiting_until: datetime | None
+    #: HELD: the lease's deadline.
+    held_until: datetime | None
+    #: HELD: the worker name of the holder.
+    holder: str
+    #: HELD: added again while held; queued again when the lease ends.
+    dirty: bool
+
+    @classmethod
+    def from_proto(cls, message: pb.KeyStateResponse) -> KeyInfo:
+        try:
+            phase = KeyPhase(message.state)
+        except ValueError:
+            phase = KeyPhase.UNSPECIFIED
+        return cls(
+            phase=phase,
+            priority=message.priority,
+            failures=message.failures,
+            last_error=message.last_error,
+            reasons=tuple(Reason.from_proto(r) for r in message.reasons),
+            queued_since=from_timestamp(message.queued_since, message.HasField("queued_since")),
+            waiting_until=from_timestamp(message.waiting_until, message.HasField("waiting_until")),
+            held_until=from_timestamp(message.held_until, message.HasField("held_until")),
+            holder=message.holder,
+            dirty=message.dirty,
+        )
+
+
+@dataclass(frozen=True)
+class QueueLength:
+    """A queue's counts at one instant."""
+
+    #: Keys ready to be handed out now (client-go's Len).
+    ready: int
+    #: Keys waiting for a delay or backoff.
+    waiting: int
+    #: Keys held by workers.
+    held: int
+    #: Held keys added again while held.
+    dirty: int
+    #: Ready keys per priority, highest priority first.
+    ready_by_priority: dict[int, int]
+
+    @classmethod
+    def from_proto(cls, message: pb.LenResponse) -> QueueLength:
+        by_priority = {p.priority: p.count for p in message.ready_by_priority}
+        return cls(message.ready, message.waiting, message.held, message.dirty, by_priority)
+
+
+@dataclass(frozen=True)
+class RateLimitedKey:
+    """The rate limiter's decision for one key of add_rate_limited."""
+
+    key: str
+    #: The failure count including this one.
+    failures: int
+    #: How long the key waits before it is ready again.
+    delay: timedelta
+
+    @classmethod
+    def from_proto(cls, message: pb.RateLimitedKey) -> RateLimitedKey:
+        return cls(message.key, message.failures, from_duration(message.delay))
+
+
+@dataclass(frozen=True)
+class DrainReport:
+    """What became of the leases held when a queue was shut down with drain."""
+
+    #: Leases that ended (finished or expired) during the drain.
+    finished: int
+    #: Leases still held at the drain's deadline, returned to the queue.
+    returned: int

@@ -1,0 +1,290 @@
+"""The synchronous API for scripts: the asyncio client driven by an event loop of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import threading
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from ._wire import Seconds
+from .cache import Cache
+from .cached_object import CachedObject
+from .client import Client
+from .introspection import DrainReport, KeyInfo, QueueLength, RateLimitedKey
+from .lease import Extension, Lease
+from .request import Request, Result
+
+T = TypeVar("T")
+
+#: What SyncClient.run calls for each key, in a worker thread.
+SyncReconcile = Callable[[Request], Result | None]
+
+#: How often a running SyncClient.run looks at its threading.Event.
+STOP_POLL_INTERVAL = 0.1
+
+
+class SyncClient:
+    """A blocking client: the same calls as ``Client``, without ``await``::
+
+        with SyncClient.connect("127.0.0.1:50051") as client:
+            client.add("default", "ns/name")
+            client.run("default", reconcile, concurrency=4, stop=stop_event)
+
+    Each call runs the asyncio client on this object's own event loop, in the
+    calling thread; one SyncClient is for one thread at a time.
+    """
+
+    def __init__(self, target: str, *, worker_name: str | None = None) -> None:
+        self._runner = asyncio.Runner()
+        self._client = self._runner.run(_connect(target, worker_name))
+        #: Reads from the sidecar's informer caches.
+        self.cache = SyncCache(self._client.cache, self._call)
+
+    @classmethod
+    def connect(cls, target: str, *, worker_name: str | None = None) -> SyncClient:
+        """A client for the sidecar at ``host:port`` or ``unix:///path``."""
+        return cls(target, worker_name=worker_name)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        try:
+            self._runner.run(self._client.close())
+        finally:
+            self._runner.close()
+
+    def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return self._runner.run(coroutine)
+
+    @property
+    def worker_name(self) -> str:
+        return self._client.worker_name
+
+    def wait_ready(self, timeout: Seconds | None = None) -> None:
+        self._call(self._client.wait_ready(timeout))
+
+    def add(self, queue: str, *keys: str, priority: int | None = None, reason: str = "") -> None:
+        self._call(self._client.add(queue, *keys, priority=priority, reason=reason))
+
+    def add_after(
+        self, queue: str, *keys: str, delay: Seconds, priority: int | None = None, reason: str = ""
+    ) -> None:
+        self._call(self._client.add_after(queue, *keys, delay=delay, priority=priority, reason=reason))
+
+    def add_rate_limited(
+        self, queue: str, *keys: str, priority: int | None = None, reason: str = ""
+    ) -> list[RateLimitedKey]:
+        return self._call(self._client.add_rate_limited(queue, *keys, priority=priority, reason=reason))
+
+    def forget(self, queue: str, key: str) -> None:
+        self._call(self._client.forget(queue, key))
+
+    def num_requeues(self, queue: str, key: str) -> int:
+        return self._call(self._client.num_requeues(queue, key))
+
+    def len(self, queue: str) -> QueueLength:
+        return self._call(self._client.len(queue))
+
+    def key_state(self, queue: str, key: str) -> KeyInfo:
+        return self._call(self._client.key_state(queue, key))
+
+    def shut_down(self, queue: str, *, drain: bool = False, drain_timeout: Seconds | None = None) -> DrainReport:
+        return self._call(self._client.shut_down(queue, drain=drain, drain_timeout=drain_timeout))
+
+    def get(
+        self,
+        queue: str,
+        *,
+        max_keys: int = 1,
+        wait: Seconds = 0,
+        lease_ttl: Seconds | None = None,
+        include_object: bool = False,
+    ) -> builtins.list[Lease]:
+        return self._call(
+            self._client.get(
+                queue, max_keys=max_keys, wait=wait, lease_ttl=lease_ttl, include_object=include_object
+            )
+        )
+
+    def done(self, queue: str, key: str, token: int) -> None:
+        self._call(self._client.done(queue, key, token))
+
+    def finish(
+        self, queue: str, key: str, token: int, result: Result | None = None, *, error: str | None = None
+    ) -> None:
+        self._call(self._client.finish(queue, key, token, result, error=error))
+
+    def extend(self, queue: str, key: str, token: int, ttl: Seconds | None = None) -> Extension:
+        return self._call(self._client.extend(queue, key, token, ttl))
+
+    def run(
+        self,
+        queue: str,
+        reconcile: SyncReconcile,
+        *,
+        concurrency: int = 1,
+        include_object: bool = False,
+        stop: threading.Event | None = None,
+        lease_ttl: Seconds | None = None,
+        drain_timeout: Seconds = 30.0,
+    ) -> None:
+        """Like ``Client.run``, with a plain function run in a pool of ``concurrency``
+        threads, until ``stop`` is set (from another thread or a signal handler).
+
+        A thread cannot be interrupted: when the sidecar cancels a reconcile or
+        its lease is lost, ``request.cancelled()`` turns True and the result of
+        the call is ignored; a long reconcile should check it now and then.
+        """
+        self._call(
+            _run_in_threads(
+                self._client,
+                queue,
+                reconcile,
+                concurrency=concurrency,
+                include_object=include_object,
+                stop=stop or threading.Event(),
+                lease_ttl=lease_ttl,
+                drain_timeout=drain_timeout,
+            )
+        )
+
+
+class SyncCache:
+    """The blocking face of ``Cache``."""
+
+    def __init__(self, cache: Cache, call: Callable[[Coroutine[Any, Any, Any]], Any]) -> None:
+        self._cache = cache
+        self._call = call
+
+    def get(
+        self, informer: str, namespace: str, name: str, *, min_resource_version: str = "", wait: Seconds | None = None
+    ) -> dict[str, Any] | None:
+        found: dict[str, Any] | None = self._call(
+            self._cache.get(informer, namespace, name, min_resource_version=min_resource_version, wait=wait)
+        )
+        return found
+
+    def get_object(
+        self,
+        informer: str,
+        namespace: str,
+        name: str,
+        *,
+        min_resource_version: str = "",
+        wait: Seconds | None = None,
+        include_deleted: bool = False,
+    ) -> CachedObject | None:
+        found: CachedObject | None = self._call(
+            self._cache.get_object(
+                informer,
+                namespace,
+                name,
+                min_resource_version=min_resource_version,
+                wait=wait,
+                include_deleted=include_deleted,
+            )
+        )
+        return found
+
+    def list(
+        self,
+        informer: str,
+        *,
+        namespace: str = "",
+        label_selector: str = "",
+        index: tuple[str, str] | None = None,
+        min_resource_version: str = "",
+        wait: Seconds | None = None,
+        page_size: int = 0,
+    ) -> builtins.list[dict[str, Any]]:
+        found: builtins.list[dict[str, Any]] = self._call(
+            self._cache.list(
+                informer,
+                namespace=namespace,
+                label_selector=label_selector,
+                index=index,
+                min_resource_version=min_resource_version,
+                wait=wait,
+                page_size=page_size,
+            )
+        )
+        return found
+
+
+def run_sync(
+    target: str,
+    queue: str,
+    reconcile: SyncReconcile,
+    *,
+    concurrency: int = 1,
+    include_object: bool = False,
+    stop: threading.Event | None = None,
+    worker_name: str | None = None,
+    lease_ttl: Seconds | None = None,
+    drain_timeout: Seconds = 30.0,
+) -> None:
+    """Connects to ``target`` and runs ``reconcile`` for ``queue`` until ``stop`` is set."""
+    with SyncClient.connect(target, worker_name=worker_name) as client:
+        client.run(
+            queue,
+            reconcile,
+            concurrency=concurrency,
+            include_object=include_object,
+            stop=stop,
+            lease_ttl=lease_ttl,
+            drain_timeout=drain_timeout,
+        )
+
+
+async def _connect(target: str, worker_name: str | None) -> Client:
+    # The channel must be made inside the loop that will use it.
+    return Client.connect(target, worker_name=worker_name)
+
+
+async def _run_in_threads(
+    client: Client,
+    queue: str,
+    reconcile: SyncReconcile,
+    *,
+    concurrency: int,
+    include_object: bool,
+    stop: threading.Event,
+    lease_ttl: Seconds | None,
+    drain_timeout: Seconds,
+) -> None:
+    loop = asyncio.get_running_loop()
+    stopped = asyncio.Event()
+
+    async def watch_stop() -> None:
+        while not stop.is_set():
+            await asyncio.sleep(STOP_POLL_INTERVAL)
+        stopped.set()
+
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"reconcile-{queue}") as pool:
+
+        async def in_thread(request: Request) -> Result | None:
+            return await loop.run_in_executor(pool, reconcile, request)
+
+        watcher = asyncio.create_task(watch_stop())
+        try:
+            await client.run(
+                queue,
+                in_thread,
+                concurrency=concurrency,
+                include_object=include_object,
+                stop=stopped,
+                lease_ttl=lease_ttl,
+                drain_timeout=drain_timeout,
+            )
+        finally:
+            watcher.cancel()

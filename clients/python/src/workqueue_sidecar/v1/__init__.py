@@ -1,0 +1,1 @@
+"""Generated protobuf and gRPC stubs of the workqueue.v1 contract (proto/workqueue/v1)."""

@@ -1,0 +1,55 @@
+"""The plain data types, without a sidecar."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import grpc
+import pytest
+from google.protobuf.duration_pb2 import Duration
+
+from workqueue_sidecar import (
+    CacheNotReadyError,
+    Lease,
+    Request,
+    Result,
+    ShuttingDownError,
+    StaleLeaseError,
+    UnknownInformerError,
+    UnknownQueueError,
+    WorkqueueError,
+)
+from workqueue_sidecar._wire import from_duration, to_duration
+from workqueue_sidecar.errors import error_for, error_for_number
+from workqueue_sidecar.v1 import workqueue_pb2 as pb
+
+
+def test_request_should_split_its_key() -> None:
+    assert (Request("q", "ns/name").namespace, Request("q", "ns/name").name) == ("ns", "name")
+    assert (Request("q", "cluster-scoped").namespace, Request("q", "cluster-scoped").name) == ("", "cluster-scoped")
+
+
+def test_result_should_refuse_a_negative_delay() -> None:
+    with pytest.raises(ValueError):
+        Result(requeue_after=-1)
+    assert Result(requeue_after=timedelta(milliseconds=1500)).requeue_after_seconds == 1.5
+
+
+def test_durations_should_round_trip() -> None:
+    assert to_duration(1.25) == Duration(seconds=1, nanos=250_000_000)
+    assert from_duration(to_duration(timedelta(minutes=2, microseconds=7))) == timedelta(minutes=2, microseconds=7)
+
+
+def test_status_codes_should_map_to_exceptions_by_service() -> None:
+    assert type(error_for(grpc.StatusCode.NOT_FOUND, "x")) is UnknownQueueError
+    assert type(error_for(grpc.StatusCode.NOT_FOUND, "x", "cache")) is UnknownInformerError
+    assert type(error_for(grpc.StatusCode.UNAVAILABLE, "x")) is ShuttingDownError
+    assert type(error_for(grpc.StatusCode.DEADLINE_EXCEEDED, "x", "cache")) is CacheNotReadyError
+    assert type(error_for_number(9, "stale")) is StaleLeaseError
+    assert type(error_for(grpc.StatusCode.INTERNAL, "x")) is WorkqueueError
+    assert str(error_for(grpc.StatusCode.INTERNAL, "")) == "INTERNAL"
+
+
+def test_lease_should_decode_a_lease_without_optional_fields() -> None:
+    lease = Lease.from_proto(pb.Lease(key="ns/a", token=7))
+    assert (lease.key, lease.token, lease.deadline, lease.object, lease.reasons) == ("ns/a", 7, None, None, ())

@@ -1,0 +1,313 @@
+"""Client.run over the Work stream, against the real sidecar."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from dataclasses import dataclass, field
+
+import pytest
+
+from conftest import Sidecar, StartSidecar, eventually, running
+from workqueue_sidecar import Client, KeyPhase, ReasonKind, Request, Result, UnknownQueueError
+
+#: A queue whose retries are slow enough to measure: 200ms, 400ms, 800ms...
+SLOW_BACKOFF = """
+queues:
+  default:
+    rate_limiter:
+      exponential: { base: 200ms, max: 10s }
+"""
+#: Leases that expire after one second unless extended.
+SHORT_LEASES = """
+queues:
+  default:
+    lease_ttl: 1s
+"""
+
+
+@dataclass
+class Calls:
+    """What a test reconcile saw: each request and when it started."""
+
+    requests: list[Request] = field(default_factory=list)
+    started: list[float] = field(default_factory=list)
+
+    def record(self, request: Request) -> None:
+        self.requests.append(request)
+        self.started.append(time.monotonic())
+
+    def of(self, key: str) -> list[Request]:
+        return [r for r in self.requests if r.key == key]
+
+
+async def test_success_should_forget_the_key(client: Client) -> None:
+    calls = Calls()
+
+    async def reconcile(request: Request) -> None:
+        calls.record(request)
+
+    await client.add_rate_limited("default", "ns/a")  # one earlier failure, to be forgotten
+    async with running(client, "default", reconcile):
+        await eventually(lambda: len(calls.requests) == 1)
+        await eventually(lambda: _phase(client, "ns/a", KeyPhase.ABSENT))
+    [request] = calls.requests
+    assert (request.queue, request.key, request.failures) == ("default", "ns/a", 1)
+    assert request.object is None
+    assert await client.num_requeues("default", "ns/a") == 0
+
+
+async def test_an_exception_should_retry_with_backoff_and_count_failures(start_sidecar: StartSidecar) -> None:
+    sidecar = start_sidecar(config=SLOW_BACKOFF)
+    calls = Calls()
+
+    async def reconcile(request: Request) -> None:
+        calls.record(request)
+        if len(calls.requests) <= 2:
+            raise RuntimeError(f"attempt {len(calls.requests)} failed")
+
+    async with Client.connect(sidecar.target) as client:
+        await client.add("default", "ns/a")
+        async with running(client, "default", reconcile):
+            await eventually(lambda: len(calls.requests) == 3)
+            await eventually(lambda: _phase(client, "ns/a", KeyPhase.ABSENT))
+        assert await client.num_requeues("default", "ns/a") == 0
+    first, second, third = calls.requests
+    assert (first.failures, first.last_error) == (0, "")
+    assert (second.failures, second.last_error) == (1, "attempt 1 failed")
+    assert (third.failures, third.last_error) == (2, "attempt 2 failed")
+    assert {r.kind for r in second.reasons} == {ReasonKind.RETRY}
+    # Backoff: 200ms after the first failure, 400ms after the second.
+    assert calls.started[1] - calls.started[0] >= 0.18
+    assert calls.started[2] - calls.started[1] >= 0.38
+
+
+async def test_requeue_after_should_bring_the_key_back_after_the_delay(client: Client) -> None:
+    calls = Calls()
+
+    async def reconcile(request: Request) -> Result | None:
+        calls.record(request)
+        return Result(requeue_after=0.5) if len(calls.requests) == 1 else None
+
+    await client.add("default", "ns/a")
+    async with running(client, "default", reconcile):
+        await eventually(lambda: _phase(client, "ns/a", KeyPhase.WAITING), timeout=0.45)
+        await eventually(lambda: len(calls.requests) == 2)
+    assert calls.started[1] - calls.started[0] >= 0.48
+    assert calls.requests[1].failures == 0
+    assert {r.kind for r in calls.requests[1].reasons} == {ReasonKind.REQUEUE_AFTER}
+
+
+async def test_a_slow_reconcile_should_keep_its_lease_past_the_ttl(start_sidecar: StartSidecar) -> None:
+    sidecar = start_sidecar(config=SHORT_LEASES)
+    calls = Calls()
+    deadlines = []
+
+    async with Client.connect(sidecar.target) as client:
+
+        async def reconcile(request: Request) -> None:
+            calls.record(request)
+            for _ in range(7):  # 3.5s, over three lease ttls
+                await asyncio.sleep(0.5)
+                state = await client.key_state("default", request.key)
+                assert state.phase == KeyPhase.HELD, state
+                deadlines.append(state.held_until)
+
+        await client.add("default", "ns/slow")
+        async with running(client, "default", reconcile):
+            await eventually(lambda: _phase(client, "ns/slow", KeyPhase.ABSENT), timeout=10)
+        assert len(calls.requests) == 1, "the lease expired and the key was handed out again"
+        assert await client.num_requeues("default", "ns/slow") == 0
+    assert deadlines[-1] is not None and deadlines[0] is not None
+    assert (deadlines[-1] - deadlines[0]).total_seconds() >= 2, "the deadline did not move"
+
+
+async def test_a_lost_lease_should_cancel_its_reconcile(start_sidecar: StartSidecar) -> None:
+    sidecar = start_sidecar(config=SHORT_LEASES)
+    calls = Calls()
+    outcome: list[str] = []
+
+    async def reconcile(request: Request) -> None:
+        calls.record(request)
+        if len(calls.requests) > 1:
+            return
+        # Block the event loop past the ttl: no extend goes out, the lease expires.
+        time.sleep(1.6)
+        try:
+            await asyncio.sleep(30)
+            outcome.append("finished")
+        except asyncio.CancelledError:
+            outcome.append(f"cancelled, request.cancelled()={request.cancelled()}")
+            raise
+
+    async with Client.connect(sidecar.target) as client:
+        await client.add("default", "ns/a")
+        async with running(client, "default", reconcile, concurrency=2):
+            await eventually(lambda: len(calls.requests) == 2, timeout=10)
+            await eventually(lambda: bool(outcome))
+    assert outcome == ["cancelled, request.cancelled()=True"]
+    assert {r.kind for r in calls.requests[1].reasons} == {ReasonKind.LEASE_EXPIRED}
+    assert calls.requests[1].failures == 1
+
+
+async def test_sidecar_sigterm_should_cancel_a_running_reconcile(start_sidecar: StartSidecar) -> None:
+    sidecar = start_sidecar(args=["--grace-period", "1s"])
+    started = asyncio.Event()
+    cancelled = asyncio.Event()
+
+    async def reconcile(request: Request) -> None:
+        started.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    async with Client.connect(sidecar.target) as client:
+        await client.add("default", "ns/a")
+        async with running(client, "default", reconcile):
+            await asyncio.wait_for(started.wait(), 5)
+            sidecar.signal(signal.SIGTERM)
+            # Held leases may run for the grace period, then they are handed back.
+            await asyncio.wait_for(cancelled.wait(), 6)
+            assert await asyncio.to_thread(sidecar.process.wait, 10) == 0
+    assert "queue drained" in sidecar.log()
+
+
+async def test_shut_down_without_drain_should_cancel_and_retry(client: Client) -> None:
+    started = asyncio.Event()
+
+    async def reconcile(request: Request) -> None:
+        started.set()
+        await asyncio.sleep(60)
+
+    await client.add("default", "ns/a")
+    async with running(client, "default", reconcile):
+        await asyncio.wait_for(started.wait(), 5)
+        await client.shut_down("default")
+        await eventually(lambda: _failures(client, "ns/a", 1))
+    state = await client.key_state("default", "ns/a")
+    assert state.phase != KeyPhase.HELD
+    assert state.last_error.startswith("cancelled: ")
+
+
+async def test_graceful_stop_should_finish_running_reconciles(client: Client) -> None:
+    started = asyncio.Event()
+
+    async def reconcile(request: Request) -> None:
+        started.set()
+        await asyncio.sleep(0.5)
+
+    await client.add("default", "ns/a")
+    async with running(client, "default", reconcile, drain_timeout=5) as stop:
+        await asyncio.wait_for(started.wait(), 5)
+        stop.set()
+    # run() returned after the reconcile finished and its Finish was applied.
+    assert (await client.key_state("default", "ns/a")).phase == KeyPhase.ABSENT
+    assert await client.num_requeues("default", "ns/a") == 0
+
+
+async def test_graceful_stop_should_hand_held_keys_back(client: Client) -> None:
+    started: set[str] = set()
+    done: set[str] = set()
+
+    async def reconcile(request: Request) -> None:
+        started.add(request.key)
+        if request.key == "ns/stuck":
+            await asyncio.sleep(60)
+        done.add(request.key)
+
+    await client.add("default", "ns/stuck")
+    async with running(client, "default", reconcile, concurrency=2, drain_timeout=0.3) as stop:
+        await eventually(lambda: "ns/stuck" in started)
+        stop.set()
+        began = time.monotonic()
+        await client.add("default", "ns/late")
+    assert time.monotonic() - began < 5
+    stuck = await client.key_state("default", "ns/stuck")
+    assert stuck.phase in (KeyPhase.QUEUED, KeyPhase.WAITING), stuck
+    assert ReasonKind.LEASE_RELEASED in {r.kind for r in stuck.reasons}
+    # Nothing new started once stop was set, and nothing is left held.
+    assert "ns/late" not in started
+    assert (await client.len("default")).held == 0
+
+
+async def test_concurrency_should_limit_reconciles_running_at_once(client: Client) -> None:
+    running_now = 0
+    most = 0
+    finished: list[str] = []
+
+    async def reconcile(request: Request) -> None:
+        nonlocal running_now, most
+        running_now += 1
+        most = max(most, running_now)
+        await asyncio.sleep(0.1)
+        running_now -= 1
+        finished.append(request.key)
+
+    keys = [f"ns/k{i}" for i in range(12)]
+    await client.add("default", *keys)
+    async with running(client, "default", reconcile, concurrency=3):
+        await eventually(lambda: len(finished) == len(keys))
+    assert most == 3
+    assert sorted(finished) == sorted(keys)
+
+
+async def test_a_broken_stream_should_cancel_reconciles_and_reconnect(start_sidecar: StartSidecar) -> None:
+    first = start_sidecar()
+    seen: list[str] = []
+    cancelled = asyncio.Event()
+
+    async def reconcile(request: Request) -> None:
+        seen.append(request.key)
+        if request.key == "ns/before":
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+
+    async with Client.connect(first.target) as client:
+        await client.add("default", "ns/before")
+        async with running(client, "default", reconcile):
+            await eventually(lambda: seen == ["ns/before"])
+            first.process.kill()
+            await asyncio.wait_for(cancelled.wait(), 5)
+            # A sidecar comes back on the same address; the worker finds it.
+            second = _restart_on(start_sidecar, first)
+            async with Client.connect(second.target) as other:
+                await other.add("default", "ns/after")
+                await eventually(lambda: "ns/after" in seen, timeout=20)
+                await eventually(lambda: _phase(other, "ns/after", KeyPhase.ABSENT))
+
+
+async def test_run_should_raise_for_an_unknown_queue(client: Client) -> None:
+    async def reconcile(request: Request) -> None:
+        raise AssertionError("no key should come")
+
+    with pytest.raises(UnknownQueueError):
+        await asyncio.wait_for(client.run("nope", reconcile), 5)
+
+
+async def test_a_reconcile_returning_nonsense_should_retry(client: Client) -> None:
+    async def reconcile(request: Request) -> Result | None:
+        return "done"  # type: ignore[return-value]
+
+    await client.add("default", "ns/a")
+    async with running(client, "default", reconcile):
+        await eventually(lambda: _failures(client, "ns/a", 1))
+    assert "not a Result" in (await client.key_state("default", "ns/a")).last_error
+
+
+def _restart_on(start_sidecar: StartSidecar, old: Sidecar) -> Sidecar:
+    old.process.wait(5)
+    return start_sidecar(tcp=old.address)
+
+
+async def _phase(client: Client, key: str, phase: KeyPhase) -> bool:
+    return (await client.key_state("default", key)).phase == phase
+
+
+async def _failures(client: Client, key: str, failures: int) -> bool:
+    return (await client.key_state("default", key)).failures >= failures
