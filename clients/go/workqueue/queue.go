@@ -190,6 +190,11 @@ type KeyStatus struct {
 	Dirty bool
 }
 
+// Has reports whether the key is queued (or held) for the given reason.
+func (s KeyStatus) Has(kind ReasonKind) bool {
+	return hasReason(s.Reasons, kind)
+}
+
 // KeyState reports where a key is, its failures and last error.
 func (q *Queue) KeyState(ctx context.Context, key string) (KeyStatus, error) {
 	resp, err := q.client.queue.KeyState(ctx, &workqueuev1.KeyStateRequest{Queue: q.name, Key: key})

@@ -65,7 +65,11 @@ type Request struct {
 
 // Has reports whether the key was queued for the given reason.
 func (r Request) Has(kind ReasonKind) bool {
-	for _, reason := range r.Reasons {
+	return hasReason(r.Reasons, kind)
+}
+
+func hasReason(reasons []Reason, kind ReasonKind) bool {
+	for _, reason := range reasons {
 		if reason.Kind == kind {
 			return true
 		}
