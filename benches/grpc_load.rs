@@ -32,7 +32,7 @@ impl Drop for Sidecar {
 
 fn start_sidecar() -> Sidecar {
     let mut child = Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar"))
-        .args(["--tcp", "127.0.0.1:0", "--log", "warn,workqueue_sidecar::server=info"])
+        .args(["--tcp", "127.0.0.1:0", "--admin", "off", "--log", "warn,workqueue_sidecar::server=info"])
         .stderr(Stdio::piped())
         .spawn()
         .expect("starts the sidecar");

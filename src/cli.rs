@@ -24,7 +24,12 @@ pub struct Cli {
     #[arg(long, env = "WQS_UNIX", value_name = "PATH")]
     pub unix: Option<PathBuf>,
 
-    /// Allow a --tcp address that is not loopback.
+    /// Admin HTTP address for /metrics, /healthz and /readyz, or "off".
+    /// Beyond loopback needs --allow-remote.
+    #[arg(long, env = "WQS_ADMIN", value_name = "ADDR", default_value = "127.0.0.1:8081", value_parser = parse_tcp)]
+    pub admin: TcpAddress,
+
+    /// Allow a --tcp or --admin address that is not loopback.
     #[arg(long, env = "WQS_ALLOW_REMOTE")]
     pub allow_remote: bool,
 
@@ -39,6 +44,12 @@ pub struct Cli {
     /// Log filter, as tracing's EnvFilter (e.g. "info", "workqueue_sidecar=debug").
     #[arg(long, env = "WQS_LOG", value_name = "FILTER", default_value = "info")]
     pub log: String,
+
+    /// Kubeconfig for the informers' API server. Without it: $KUBECONFIG,
+    /// ~/.kube/config, or the pod's service account. Unused when the config
+    /// has no informers.
+    #[arg(long, env = "WQS_KUBECONFIG", value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
 
     /// Check the config file, print a summary and exit (0 when valid).
     #[arg(long)]

@@ -13,6 +13,9 @@
 //! - [`grpc`]: the wire face: `WorkQueueService` (unary calls and the `Work`
 //!   stream), `CacheService`, health and reflection; thin handlers.
 //! - [`server`]: listening on TCP and unix sockets, serving until shut down.
+//! - [`metrics`]: Prometheus metrics with client-go's workqueue names, plus
+//!   leases and gRPC requests.
+//! - [`admin`]: the admin HTTP port: `/metrics`, `/healthz`, `/readyz`.
 //! - [`cli`]: the command-line flags of the binary.
 //! - [`config`]: the YAML config file: informers, queues and their settings, with errors
 //!   that name file, field and position.
@@ -22,7 +25,9 @@ pub mod queues;
 
 pub mod informer;
 
+pub mod admin;
 pub mod cli;
 pub mod config;
 pub mod grpc;
+pub mod metrics;
 pub mod server;

@@ -12,8 +12,11 @@ use clap::Parser;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
+use workqueue_sidecar::admin::{self, Readiness};
 use workqueue_sidecar::cli::{Cli, LogFormat};
 use workqueue_sidecar::config::Config;
+use workqueue_sidecar::informer::InformerRegistry;
+use workqueue_sidecar::metrics::{self, Metrics};
 use workqueue_sidecar::queues::QueueRegistry;
 use workqueue_sidecar::{grpc, server};
 
@@ -60,19 +63,49 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         for queue in &config.queues {
             println!("queue {}: {:?}", queue.name, queue.settings);
         }
+        for informer in &config.informers {
+            println!("informer {}: {:?}", informer.name, informer);
+        }
         return Ok(());
     }
+    let (informer_specs, bindings): (Vec<_>, Vec<_>) =
+        (config.informers.clone(), config.queues.iter().map(|q| (q.name.clone(), q.binding.clone())).collect());
+    let metrics = Metrics::new();
     let queues = Arc::new(
-        QueueRegistry::new(config.queues.into_iter().map(|q| (q.name, q.settings))).context("creating the queues")?,
+        QueueRegistry::observed(config.queues.into_iter().map(|q| (q.name, q.settings)), |name| {
+            metrics.queues.observer(name)
+        })
+        .context("creating the queues")?,
     );
+    // Informers only when configured: the standalone mode needs no Kubernetes.
+    // Discovery errors exit here, before any port is bound.
+    let informers = Arc::new(if informer_specs.is_empty() {
+        InformerRegistry::empty()
+    } else {
+        let client = kube_client(cli.kubeconfig.as_deref()).await?;
+        let bindings = bindings.iter().map(|(name, binding)| (name.as_str(), binding));
+        InformerRegistry::build(client, &informer_specs, &queues, bindings).await.context("resolving the informers")?
+    });
+    let readiness = Readiness::new();
     let listeners = server::Listeners::bind(cli.tcp.0, cli.unix.as_deref(), cli.allow_remote).await?;
-    let api = grpc::api(queues.clone()).await.context("building the gRPC services")?;
+    let admin_listener = match cli.admin.0 {
+        Some(address) => Some(server::bind_admin(address, cli.allow_remote).await?),
+        None => None,
+    };
+    let api = grpc::api(queues.clone(), informers.clone()).await.context("building the gRPC services")?;
     let (stop_tx, stop_rx) = watch::channel(false);
-    let serving = tokio::spawn(server::serve(api.routes, listeners, stop_rx));
-    info!(queues = ?queues.names(), "workqueue-sidecar started");
+    let serving = tokio::spawn(server::serve(metrics::instrument(api.routes, &metrics), listeners, stop_rx.clone()));
+    if let Some(listener) = admin_listener {
+        let router = admin::router(metrics.clone(), queues.clone(), readiness.clone());
+        tokio::spawn(admin::serve(listener, router, stop_rx));
+    }
+    // Closes the informer-fed queues' gates until their caches sync, then watches.
+    informers.start().await;
+    info!(queues = ?queues.names(), informers = ?informers.names(), "workqueue-sidecar started");
 
     let signal_name = wait_for_signal().await?;
     info!(signal = signal_name, grace_period = ?cli.grace_period, "shutting down: no new leases, held leases may finish");
+    readiness.shutting_down();
     grpc::set_not_serving(&api.health).await;
     for (queue, report) in queues.drain_all(cli.grace_period).await {
         info!(%queue, finished = report.finished, returned = report.returned, "queue drained");
@@ -86,6 +119,22 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     info!("stopped");
     Ok(())
+}
+
+/// A client for the informers: from `--kubeconfig`, else inferred
+/// ($KUBECONFIG, ~/.kube/config, in-cluster service account).
+async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("using kubeconfig {}", path.display()))?
+        }
+        None => kube::Config::infer().await.context("finding a Kubernetes config (give --kubeconfig)")?,
+    };
+    kube::Client::try_from(config).context("building the Kubernetes client")
 }
 
 async fn wait_for_signal() -> anyhow::Result<&'static str> {

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::queue::{DrainReport, QueueSettings, SettingsError, WorkQueue};
+use crate::queue::{DrainReport, NoObserver, QueueObserver, QueueSettings, SettingsError, WorkQueue};
 
 /// Keys on the wire are strings (`namespace/name`); the queue keeps them as
 /// `Arc<str>` so that storing a key twice or handing it out costs a
@@ -21,9 +21,17 @@ pub struct QueueRegistry {
 impl QueueRegistry {
     /// Creates each queue (and its timer task); needs a tokio runtime.
     pub fn new(queues: impl IntoIterator<Item = (String, QueueSettings)>) -> Result<Self, SettingsError> {
+        Self::observed(queues, |_| Arc::new(NoObserver))
+    }
+
+    /// Like `new`, giving each queue the observer `observer_for(name)` returns (metrics).
+    pub fn observed(
+        queues: impl IntoIterator<Item = (String, QueueSettings)>,
+        observer_for: impl Fn(&str) -> Arc<dyn QueueObserver>,
+    ) -> Result<Self, SettingsError> {
         let mut registry = QueueRegistry { queues: HashMap::new(), names: Vec::new() };
         for (name, settings) in queues {
-            let queue = WorkQueue::new(name.as_str(), settings)?;
+            let queue = WorkQueue::with_observer(name.as_str(), settings, observer_for(&name))?;
             registry.names.push(name.clone());
             registry.queues.insert(name, queue);
         }

@@ -30,6 +30,14 @@ pub enum ListenError {
     Nothing,
 }
 
+/// Binds the admin HTTP port; beyond loopback needs `allow_remote`.
+pub async fn bind_admin(address: SocketAddr, allow_remote: bool) -> Result<TcpListener, ListenError> {
+    if !address.ip().is_loopback() && !allow_remote {
+        return Err(ListenError::NotLoopback { address });
+    }
+    TcpListener::bind(address).await.map_err(|source| ListenError::BindTcp { address, source })
+}
+
 impl Listeners {
     /// Binds what was asked; a TCP address off the loopback needs `allow_remote`.
     pub async fn bind(tcp: Option<SocketAddr>, unix: Option<&Path>, allow_remote: bool) -> Result<Self, ListenError> {

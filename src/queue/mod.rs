@@ -9,6 +9,7 @@
 mod error;
 mod introspect;
 mod lease;
+mod observer;
 mod priority;
 mod rate_limit;
 mod reason;
@@ -24,6 +25,7 @@ mod model_tests;
 pub use error::QueueError;
 pub use introspect::{DirtyStatus, KeyPhase, KeyStatus, QueueCounts};
 pub use lease::{FinishOutcome, Holder, Lease, LeaseRenewal, LeaseToken};
+pub use observer::{LeaseEndKind, NoObserver, QueueObserver};
 pub use rate_limit::RateLimiterSpec;
 pub use reason::{Reason, ReasonKind, ReasonSet};
 pub use settings::{QueueSettings, SettingsError};

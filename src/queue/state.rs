@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use super::error::QueueError;
 use super::introspect::{DirtyStatus, KeyPhase, KeyStatus, QueueCounts};
 use super::lease::{FinishOutcome, Holder, Lease, LeaseRenewal, LeaseToken, TokenSource};
+use super::observer::{LeaseEndKind, QueueObserver};
 use super::priority::{ReadyLanes, ReadyPlace, Slot};
 use super::rate_limit::RateLimiter;
 use super::reason::{Reason, ReasonKind, ReasonSet};
@@ -87,6 +88,7 @@ enum LeaseEnd {
 
 pub(crate) struct QueueState<K> {
     settings: QueueSettings,
+    observer: Arc<dyn QueueObserver>,
     limiter: RateLimiter,
     /// Keys come from clients; foldhash is seeded per process and several
     /// times faster than SipHash on short keys like `namespace/name`.
@@ -117,10 +119,16 @@ pub(crate) struct QueueState<K> {
 }
 
 impl<K: Clone + Eq + Hash> QueueState<K> {
+    #[cfg(test)]
     pub(crate) fn new(settings: QueueSettings, now: Instant) -> Self {
+        Self::with_observer(settings, Arc::new(super::observer::NoObserver), now)
+    }
+
+    pub(crate) fn with_observer(settings: QueueSettings, observer: Arc<dyn QueueObserver>, now: Instant) -> Self {
         let limiter = RateLimiter::new(&settings.rate_limiter, now);
         QueueState {
             settings,
+            observer,
             limiter,
             index: HashMap::default(),
             entries: Slab::new(),
@@ -239,6 +247,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         let entry = &mut self.entries[slot];
         match &mut entry.phase {
             Phase::Idle => {
+                self.observer.added();
                 entry.priority = priority;
                 entry.reasons = reasons;
                 entry.enqueued_at = Some(now);
@@ -283,6 +292,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
                         pending.ready_at = pending.ready_at.min(ready_at);
                     }
                     None => {
+                        self.observer.added();
                         held.pending = Some(Pending { priority, reasons, ready_at, enqueued_at: now });
                     }
                 }
@@ -321,6 +331,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         let entry = &mut self.entries[slot];
         let delay = self.limiter.delay(entry.failures, now);
         entry.failures = entry.failures.saturating_add(1);
+        self.observer.retried();
         delay
     }
 
@@ -339,6 +350,8 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         self.leases.insert((deadline, token), slot);
         self.note_deadline(deadline);
         let entry = &mut self.entries[slot];
+        let enqueued_at = entry.enqueued_at.unwrap_or(popped.ready_since);
+        self.observer.granted(now.saturating_duration_since(enqueued_at));
         entry.phase =
             Phase::Held(HeldLease { token, holder: holder.clone(), deadline, granted_at: now, pending: None });
         Some(Lease {
@@ -350,7 +363,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             last_error: entry.last_error.clone(),
             // The reasons travel with the lease; re-adds while held collect in `pending`.
             reasons: std::mem::take(&mut entry.reasons),
-            enqueued_at: entry.enqueued_at.unwrap_or(popped.ready_since),
+            enqueued_at,
             granted_at: now,
         })
     }
@@ -367,7 +380,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let slot = self.held_slot(key, token)?;
+        let slot = self.held_slot(key, token).inspect_err(|_| self.observer.stale_token())?;
         self.end_lease(slot, LeaseEnd::Done, now);
         Ok(())
     }
@@ -384,7 +397,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let slot = self.held_slot(key, token)?;
+        let slot = self.held_slot(key, token).inspect_err(|_| self.observer.stale_token())?;
         let end = match outcome {
             FinishOutcome::Success => LeaseEnd::Success,
             FinishOutcome::Retry { error } => LeaseEnd::Retry(error),
@@ -406,7 +419,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let slot = self.held_slot(key, token)?;
+        let slot = self.held_slot(key, token).inspect_err(|_| self.observer.stale_token())?;
         let deadline = now + self.lease_ttl(ttl);
         let Phase::Held(held) = &mut self.entries[slot].phase else { unreachable!("held_slot checked the phase") };
         self.leases.remove(&(held.deadline, token));
@@ -459,12 +472,12 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let stale = QueueError::StaleToken { token };
-        let &slot = self.index.get(key).ok_or(stale.clone())?;
-        match &self.entries[slot].phase {
-            Phase::Held(held) if held.token == token => Ok(slot),
-            _ => Err(stale),
-        }
+        let current = self
+            .index
+            .get(key)
+            .copied()
+            .filter(|&slot| matches!(&self.entries[slot].phase, Phase::Held(held) if held.token == token));
+        current.ok_or(QueueError::StaleToken { token })
     }
 
     /// The one place a lease ends: bookkeeping of failures, then the key is
@@ -475,6 +488,13 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             unreachable!("only held keys have leases")
         };
         self.leases.remove(&(held.deadline, held.token));
+        let how = match end {
+            LeaseEnd::Lost(ReasonKind::LeaseExpired) => LeaseEndKind::Expired,
+            LeaseEnd::Lost(_) => LeaseEndKind::Released,
+            LeaseEnd::Returned => LeaseEndKind::Returned,
+            _ => LeaseEndKind::Finished,
+        };
+        self.observer.lease_ended(now.saturating_duration_since(held.granted_at), how);
         let lease_priority = entry.priority;
         entry.reasons = ReasonSet::new();
         entry.enqueued_at = None;
@@ -632,6 +652,18 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
 
     pub(crate) fn held(&self) -> usize {
         self.leases.len()
+    }
+
+    /// How long held leases have run: the sum and the longest, in seconds
+    /// (client-go's unfinished work and longest running processor).
+    pub(crate) fn processing_ages(&self, now: Instant) -> (f64, f64) {
+        self.leases.values().fold((0.0, 0.0), |(sum, longest), &slot| match &self.entries[slot].phase {
+            Phase::Held(held) => {
+                let age = now.saturating_duration_since(held.granted_at).as_secs_f64();
+                (sum + age, f64::max(longest, age))
+            }
+            _ => (sum, longest),
+        })
     }
 
     /// Leases ended so far without their holder: expired, released or handed back.

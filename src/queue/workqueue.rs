@@ -17,6 +17,7 @@ use tokio::time::{Instant, sleep_until};
 use super::error::QueueError;
 use super::introspect::{KeyStatus, QueueCounts};
 use super::lease::{FinishOutcome, Holder, Lease, LeaseRenewal, LeaseToken};
+use super::observer::{NoObserver, QueueObserver};
 use super::reason::Reason;
 use super::settings::{QueueSettings, SettingsError};
 use super::state::{AddOutcome, QueueState};
@@ -65,12 +66,21 @@ pub struct DrainReport {
 impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// Creates a queue and starts its timer task; needs a tokio runtime.
     pub fn new(name: impl Into<Arc<str>>, settings: QueueSettings) -> Result<Self, SettingsError> {
+        Self::with_observer(name, settings, Arc::new(NoObserver))
+    }
+
+    /// Like `new`, reporting what happens to the queue to `observer` (metrics).
+    pub fn with_observer(
+        name: impl Into<Arc<str>>,
+        settings: QueueSettings,
+        observer: Arc<dyn QueueObserver>,
+    ) -> Result<Self, SettingsError> {
         let name = name.into();
         settings.validate(&format!("queues.{name}"))?;
         let timer = Arc::new(Notify::new());
         let shared = Arc::new(Shared {
             name,
-            state: Mutex::new(QueueState::new(settings, Instant::now())),
+            state: Mutex::new(QueueState::with_observer(settings, observer, Instant::now())),
             ready: Notify::new(),
             leases_ended: Notify::new(),
             timer: timer.clone(),
@@ -233,6 +243,11 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// How long held leases have run: the sum and the longest, in seconds.
+    pub fn processing_ages(&self) -> (f64, f64) {
+        self.with_state(|state, now| state.processing_ages(now))
     }
 
     pub fn counts(&self) -> QueueCounts {

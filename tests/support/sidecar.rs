@@ -1,4 +1,5 @@
 //! Starts the built `workqueue-sidecar` binary on a free loopback port, for black-box tests.
+#![allow(dead_code)] // Each test binary uses the part of this helper it needs.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -12,6 +13,7 @@ use workqueue_sidecar::grpc::pb::work_queue_service_client::WorkQueueServiceClie
 pub struct Sidecar {
     child: Child,
     pub address: SocketAddr,
+    pub admin: SocketAddr,
     logs: Arc<Mutex<Vec<String>>>,
 }
 
@@ -20,7 +22,7 @@ impl Sidecar {
     pub fn start(args: &[&str]) -> Sidecar {
         let mut child = Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar"))
             .args(args)
-            .args(["--tcp", "127.0.0.1:0", "--log", "info"])
+            .args(["--tcp", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--log", "info"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -28,6 +30,7 @@ impl Sidecar {
             .expect("the sidecar binary starts");
         let logs = Arc::new(Mutex::new(Vec::new()));
         let (address_tx, address_rx) = std::sync::mpsc::channel();
+        let (admin_tx, admin_rx) = std::sync::mpsc::channel();
         let stderr = child.stderr.take().unwrap();
         let sink = logs.clone();
         std::thread::spawn(move || {
@@ -37,6 +40,12 @@ impl Sidecar {
                     let address = rest.split_whitespace().next().unwrap_or_default();
                     let _ = address_tx.send(address.parse::<SocketAddr>().expect("a socket address in the log"));
                 }
+                if line.contains("admin http listening")
+                    && let Some(rest) = line.split("address=").nth(1)
+                {
+                    let address = rest.split_whitespace().next().unwrap_or_default();
+                    let _ = admin_tx.send(address.parse::<SocketAddr>().expect("a socket address in the log"));
+                }
                 sink.lock().unwrap().push(line);
             }
         });
@@ -44,7 +53,13 @@ impl Sidecar {
             Ok(address) => address,
             Err(_) => panic!("the sidecar did not report its address; logs:\n{}", logs.lock().unwrap().join("\n")),
         };
-        Sidecar { child, address, logs }
+        let admin = match admin_rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(address) => address,
+            Err(_) => {
+                panic!("the sidecar did not report its admin address; logs:\n{}", logs.lock().unwrap().join("\n"))
+            }
+        };
+        Sidecar { child, address, admin, logs }
     }
 
     pub fn endpoint(&self) -> String {

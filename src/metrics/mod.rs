@@ -1,0 +1,53 @@
+//! Prometheus metrics: client-go's workqueue metric names, plus leases and gRPC requests.
+//!
+//! Queue metrics use client-go's names and its `name` label so existing
+//! workqueue dashboards work unchanged. Counters and histograms are fed by
+//! the queue's observer hooks; gauges are read from the queues at scrape time.
+
+mod grpc_layer;
+mod queue_metrics;
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::registry::Registry;
+
+pub use grpc_layer::GrpcMetricsLayer;
+pub use queue_metrics::QueueMetrics;
+
+use crate::queues::QueueRegistry;
+
+/// Every metric of the process, and the registry they are encoded from.
+pub struct Metrics {
+    registry: Mutex<Registry>,
+    pub queues: QueueMetrics,
+    pub grpc: GrpcMetricsLayer,
+}
+
+impl Metrics {
+    pub fn new() -> Arc<Self> {
+        let mut registry = Registry::default();
+        let queues = QueueMetrics::register(&mut registry);
+        let grpc = GrpcMetricsLayer::register(&mut registry);
+        Arc::new(Metrics { registry: Mutex::new(registry), queues, grpc })
+    }
+
+    /// Reads the gauges from the queues, then encodes everything in the
+    /// Prometheus text format.
+    pub fn render(&self, queues: &QueueRegistry) -> String {
+        for name in queues.names() {
+            if let Some(queue) = queues.get(name) {
+                self.queues.refresh(name, queue);
+            }
+        }
+        let mut text = String::new();
+        encode(&mut text, &self.registry.lock()).expect("writing to a String cannot fail");
+        text
+    }
+}
+
+/// Wraps every gRPC route in the request metrics layer.
+pub fn instrument(routes: tonic::service::Routes, metrics: &Metrics) -> tonic::service::Routes {
+    tonic::service::Routes::from(routes.into_axum_router().layer(metrics.grpc.clone()))
+}

@@ -1,0 +1,130 @@
+//! The admin port of the built binary: after a known workload, /metrics shows
+//! client-go's workqueue metrics and the lease and gRPC counters with exact
+//! values; /healthz and /readyz answer.
+
+#[path = "support/sidecar.rs"]
+mod sidecar;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use sidecar::Sidecar;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use workqueue_sidecar::grpc::pb::{self, finish_request};
+
+/// A plain HTTP/1.1 GET; returns the status code and the body.
+async fn http_get(address: SocketAddr, path: &str) -> (u16, String) {
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let status = response.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}
+
+/// The value of one sample line, `name{labels} value`, or None.
+fn sample(metrics: &str, name_and_labels: &str) -> Option<f64> {
+    metrics.lines().find_map(|line| line.strip_prefix(name_and_labels)?.trim().parse().ok())
+}
+
+fn add(keys: &[&str]) -> pb::AddRequest {
+    pb::AddRequest {
+        queue: "default".into(),
+        keys: keys.iter().map(|k| k.to_string()).collect(),
+        priority: None,
+        reason: String::new(),
+    }
+}
+
+fn get(max_keys: u32, ttl: Option<Duration>) -> pb::GetRequest {
+    pb::GetRequest {
+        queue: "default".into(),
+        worker: "metrics-test".into(),
+        max_keys,
+        wait: Some(Duration::from_secs(1).try_into().unwrap()),
+        lease_ttl: ttl.map(|t| t.try_into().unwrap()),
+        include_object: false,
+    }
+}
+
+fn finish(lease: &pb::Lease, outcome: finish_request::Outcome) -> pb::FinishRequest {
+    pb::FinishRequest { queue: "default".into(), key: lease.key.clone(), token: lease.token, outcome: Some(outcome) }
+}
+
+#[tokio::test]
+async fn metrics_should_count_a_known_workload_exactly() {
+    let sidecar = Sidecar::start(&[]);
+    let mut client = sidecar.client().await;
+    assert_eq!(http_get(sidecar.admin, "/healthz").await.0, 200);
+    assert_eq!(http_get(sidecar.admin, "/readyz").await.0, 200, "no informers: ready at once");
+
+    // 3 adds; a re-add of a queued key merges and is not counted (client-go's rule).
+    client.add(add(&["a", "b", "c"])).await.unwrap();
+    client.add(add(&["a"])).await.unwrap();
+    let leases = client.get(get(2, None)).await.unwrap().into_inner().leases;
+    let expiring = client.get(get(1, Some(Duration::from_millis(200)))).await.unwrap().into_inner().leases;
+    // a: success. b: retry (a failure, and an add when it is queued again).
+    client.finish(finish(&leases[0], finish_request::Outcome::Success(pb::Success {}))).await.unwrap();
+    client
+        .finish(finish(&leases[1], finish_request::Outcome::Retry(pb::Retry { error: "boom".into() })))
+        .await
+        .unwrap();
+    // A stale token: refused and counted.
+    let stale = pb::DoneRequest { queue: "default".into(), key: leases[0].key.clone(), token: leases[0].token };
+    assert!(client.done(stale).await.is_err());
+    // c: its 200 ms lease expires (a failure, and an add when it is queued again).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let expired_key = &expiring[0].key;
+    let state =
+        client.key_state(pb::KeyStateRequest { queue: "default".into(), key: expired_key.clone() }).await.unwrap();
+    assert_eq!(state.into_inner().failures, 1);
+
+    let (status, metrics) = http_get(sidecar.admin, "/metrics").await;
+    assert_eq!(status, 200);
+    let q = r#"{name="default"}"#;
+    let value =
+        |name: &str| sample(&metrics, &format!("{name}{q}")).unwrap_or_else(|| panic!("{name} missing:\n{metrics}"));
+    assert_eq!(value("workqueue_adds_total"), 5.0, "3 adds + the retry's requeue + the expiry's requeue");
+    assert_eq!(value("workqueue_retries_total"), 2.0, "the retry and the expiry");
+    assert_eq!(value("workqueue_depth"), 2.0, "b and c are ready again after their 5 ms backoff");
+    assert_eq!(value("workqueue_sidecar_leases_held"), 0.0);
+    assert_eq!(value("workqueue_sidecar_leases_expired_total"), 1.0);
+    assert_eq!(value("workqueue_sidecar_stale_tokens_total"), 1.0);
+    assert_eq!(value("workqueue_queue_duration_seconds_count"), 3.0, "three grants");
+    assert_eq!(value("workqueue_work_duration_seconds_count"), 3.0, "three leases ended");
+    assert_eq!(value("workqueue_unfinished_work_seconds"), 0.0);
+    assert_eq!(value("workqueue_longest_running_processor_seconds"), 0.0);
+    let done_refused = r#"grpc_server_handled_total{grpc_service="workqueue.v1.WorkQueueService",grpc_method="Done",grpc_code="FailedPrecondition"}"#;
+    assert_eq!(sample(&metrics, done_refused), Some(1.0), "{metrics}");
+    let adds_ok =
+        r#"grpc_server_handled_total{grpc_service="workqueue.v1.WorkQueueService",grpc_method="Add",grpc_code="Ok"}"#;
+    assert_eq!(sample(&metrics, adds_ok), Some(2.0));
+}
+
+#[tokio::test]
+async fn held_work_should_show_in_the_processing_gauges() {
+    let sidecar = Sidecar::start(&[]);
+    let mut client = sidecar.client().await;
+    client.add(add(&["slow"])).await.unwrap();
+    let _lease = client.get(get(1, None)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (_, metrics) = http_get(sidecar.admin, "/metrics").await;
+    let longest = sample(&metrics, r#"workqueue_longest_running_processor_seconds{name="default"}"#).unwrap();
+    assert!(longest >= 0.3, "longest running {longest}");
+    assert_eq!(sample(&metrics, r#"workqueue_sidecar_leases_held{name="default"}"#), Some(1.0));
+}
+
+#[tokio::test]
+async fn readyz_should_fail_once_shutting_down() {
+    let sidecar = Sidecar::start(&["--grace-period", "2s"]);
+    let mut client = sidecar.client().await;
+    client.add(add(&["held"])).await.unwrap();
+    let _lease = client.get(get(1, None)).await.unwrap();
+    sidecar.send_signal("TERM");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (status, body) = http_get(sidecar.admin, "/readyz").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("shutting down"));
+}
