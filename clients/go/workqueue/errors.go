@@ -72,10 +72,14 @@ type rpcError struct {
 }
 
 func (e *rpcError) Error() string {
-	if e.sentinel == nil {
-		return fmt.Sprintf("workqueue: %s: %s: %s", e.op, e.status.Code(), e.status.Message())
+	msg := e.status.Message()
+	if msg == "" {
+		msg = e.status.Code().String()
 	}
-	return fmt.Sprintf("workqueue: %s: %v: %s", e.op, e.sentinel, e.status.Message())
+	if e.sentinel == nil {
+		return fmt.Sprintf("workqueue: %s: %s: %s", e.op, e.status.Code(), msg)
+	}
+	return fmt.Sprintf("workqueue: %s: %v: %s", e.op, e.sentinel, msg)
 }
 
 // Unwrap exposes the sentinel, so errors.Is(err, ErrStaleLease) works.
