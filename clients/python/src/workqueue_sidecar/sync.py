@@ -141,9 +141,11 @@ class SyncClient:
         """Like ``Client.run``, with a plain function run in a pool of ``concurrency``
         threads, until ``stop`` is set (from another thread or a signal handler).
 
-        A thread cannot be interrupted: when the sidecar cancels a reconcile or
-        its lease is lost, ``request.cancelled()`` turns True and the result of
-        the call is ignored; a long reconcile should check it now and then.
+        A thread cannot be interrupted: when the sidecar asks to cancel, the lease
+        is lost or the worker is stopping, ``request.cancelled()`` turns True; a
+        long reconcile should check it now and then and raise if it stops early
+        (returning is success). Until it returns its lease stays held and
+        extended, within the same bounds as ``Client.run``.
         """
         self._call(
             _run_in_threads(
@@ -273,7 +275,18 @@ async def _run_in_threads(
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"reconcile-{queue}") as pool:
 
         async def in_thread(request: Request) -> Result | None:
-            return await loop.run_in_executor(pool, reconcile, request)
+            call = loop.run_in_executor(pool, reconcile, request)
+            try:
+                return await asyncio.shield(call)
+            except asyncio.CancelledError:
+                # A thread cannot be interrupted: request.cancelled() is now True,
+                # and the lease stays held (and extended) until the function
+                # returns; what it returns or raises is the outcome.
+                result = await call
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+                return result
 
         watcher = asyncio.create_task(watch_stop())
         try:

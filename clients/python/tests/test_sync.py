@@ -1,0 +1,88 @@
+"""SyncClient and run_sync: plain functions in threads, without asyncio in the test."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from conftest import Sidecar
+from workqueue_sidecar import KeyPhase, Request, Result, SyncClient, run_sync
+
+
+def test_sync_client_should_run_plain_functions(sidecar: Sidecar) -> None:
+    stop = threading.Event()
+    seen: list[tuple[str, int]] = []
+    lock = threading.Lock()
+
+    def reconcile(request: Request) -> Result | None:
+        with lock:
+            first_time = request.key not in {key for key, _ in seen}
+            seen.append((request.key, request.failures))
+            if request.key == "ns/again" and first_time:
+                return Result(requeue_after=0.1)
+            if request.key == "ns/flaky" and request.failures == 0:
+                raise ValueError("flaky")
+            if len(seen) == 5:
+                stop.set()
+            return None
+
+    with SyncClient.connect(sidecar.target) as client:
+        client.add("default", "ns/a", "ns/flaky", "ns/again")
+        client.run("default", reconcile, concurrency=2, stop=stop)
+        assert sorted(seen) == [("ns/a", 0), ("ns/again", 0), ("ns/again", 0), ("ns/flaky", 0), ("ns/flaky", 1)]
+        assert client.len("default").held == 0
+        assert client.num_requeues("default", "ns/flaky") == 0
+        assert client.key_state("default", "ns/a").phase == KeyPhase.ABSENT
+
+
+def test_run_sync_should_stop_from_another_thread(sidecar: Sidecar) -> None:
+    stop = threading.Event()
+    done: list[str] = []
+
+    def reconcile(request: Request) -> None:
+        done.append(request.key)
+
+    worker = threading.Thread(target=run_sync, args=(sidecar.target, "default", reconcile), kwargs={"stop": stop})
+    worker.start()
+    with SyncClient.connect(sidecar.target) as client:
+        client.add("default", "ns/a", "ns/b")
+        deadline = time.monotonic() + 10
+        while len(done) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    stop.set()
+    worker.join(10)
+    assert not worker.is_alive()
+    assert sorted(done) == ["ns/a", "ns/b"]
+
+
+def test_a_sync_reconcile_should_see_cancelled_and_keep_its_lease_until_it_returns(sidecar: Sidecar) -> None:
+    stop = threading.Event()
+    started = threading.Event()
+    returned = threading.Event()
+
+    def reconcile(request: Request) -> None:
+        started.set()
+        while not request.cancelled():
+            time.sleep(0.02)
+        time.sleep(0.3)  # wind down; the lease must still be held meanwhile
+        returned.set()
+        raise RuntimeError("stopped early")
+
+    worker = threading.Thread(target=run_sync, args=(sidecar.target, "default", reconcile), kwargs={"stop": stop})
+    with SyncClient.connect(sidecar.target) as client:
+        client.add("default", "ns/a")
+        worker.start()
+        assert started.wait(10)
+        client.shut_down("default")  # without drain: the sidecar asks holders to stop
+        time.sleep(0.15)
+        assert not returned.is_set()
+        assert client.key_state("default", "ns/a").phase == KeyPhase.HELD
+        assert returned.wait(10)
+        deadline = time.monotonic() + 10
+        while client.key_state("default", "ns/a").phase == KeyPhase.HELD and time.monotonic() < deadline:
+            time.sleep(0.02)
+        state = client.key_state("default", "ns/a")
+        assert (state.failures, state.last_error) == (1, "stopped early")
+    stop.set()
+    worker.join(10)
+    assert not worker.is_alive()
