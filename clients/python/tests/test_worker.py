@@ -290,6 +290,14 @@ async def test_run_should_raise_for_an_unknown_queue(client: Client) -> None:
         await asyncio.wait_for(client.run("nope", reconcile), 5)
 
 
+async def test_run_should_refuse_a_plain_function(client: Client) -> None:
+    def reconcile(request: Request) -> None:
+        pass
+
+    with pytest.raises(TypeError, match="SyncClient"):
+        await client.run("default", reconcile)  # type: ignore[arg-type]
+
+
 async def test_a_reconcile_returning_nonsense_should_retry(client: Client) -> None:
     async def reconcile(request: Request) -> Result | None:
         return "done"  # type: ignore[return-value]

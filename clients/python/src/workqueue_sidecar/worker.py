@@ -10,6 +10,7 @@ while it runs, and sends the Finish.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import random
 from collections.abc import Awaitable, Callable
@@ -90,6 +91,12 @@ class Worker:
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {self.concurrency}")
         seconds(self.drain_timeout)
+        call = getattr(self.reconcile, "__call__", None)
+        if not (inspect.iscoroutinefunction(self.reconcile) or inspect.iscoroutinefunction(call)):
+            raise TypeError(
+                f"reconcile must be an async function, got {self.reconcile!r}; "
+                "run plain functions with SyncClient.run or run_sync"
+            )
 
     async def run(self) -> None:
         delay = RECONNECT_INITIAL
