@@ -41,7 +41,7 @@ async fn start() -> TestServer {
     );
     let listeners = Listeners::bind(Some("127.0.0.1:0".parse().unwrap()), None, false).await.unwrap();
     let address = listeners.tcp_address().unwrap();
-    let api = grpc::api(queues).await.unwrap();
+    let api = grpc::api(queues, Arc::new(workqueue_sidecar::informer::InformerRegistry::empty())).await.unwrap();
     let (stop, stop_rx) = watch::channel(false);
     tokio::spawn(serve(api.routes, listeners, stop_rx));
     let client = WorkQueueServiceClient::connect(format!("http://{address}")).await.unwrap();

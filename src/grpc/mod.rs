@@ -1,8 +1,9 @@
-//! The gRPC face of the sidecar: the WorkQueue service, health and reflection, as one set of routes.
+//! The gRPC face of the sidecar: the WorkQueue and Cache services, health and reflection, as one set of routes.
 //!
 //! Handlers are thin: validate the request, call the queue, convert the
 //! answer. `status.rs` is the one place where errors become status codes.
 
+mod cache_service;
 mod convert;
 pub mod pb;
 mod status;
@@ -15,12 +16,15 @@ use std::sync::Arc;
 use tonic::service::Routes;
 use tonic_health::server::HealthReporter;
 
+pub use cache_service::{CacheApi, DEFAULT_PAGE_SIZE, MAX_CACHE_WAIT, MAX_PAGE_SIZE};
 pub use status::ApiError;
 pub use validate::{MAX_BATCH_KEYS, MAX_GET_KEYS, MAX_GET_WAIT, MAX_KEY_BYTES};
 pub use work_stream::MAX_CREDITS;
 pub use workqueue_service::WorkQueueApi;
 
+use crate::informer::InformerRegistry;
 use crate::queues::QueueRegistry;
+use pb::cache_service_server::CacheServiceServer;
 use pb::work_queue_service_server::WorkQueueServiceServer;
 
 /// Largest message accepted or sent: a batch of `MAX_BATCH_KEYS` keys of
@@ -33,11 +37,17 @@ pub struct Api {
     pub health: HealthReporter,
 }
 
-/// Builds the routes: WorkQueueService, grpc.health.v1, and server reflection
-/// v1 and v1alpha (so `grpcurl list` and `describe` work).
-pub async fn api(queues: Arc<QueueRegistry>) -> Result<Api, tonic_reflection::server::Error> {
+/// Builds the routes: WorkQueueService, CacheService (over `informers`;
+/// empty in the standalone mode, where every informer is NOT_FOUND),
+/// grpc.health.v1, and server reflection v1 and v1alpha (so `grpcurl list`
+/// and `describe` work).
+pub async fn api(
+    queues: Arc<QueueRegistry>,
+    informers: Arc<InformerRegistry>,
+) -> Result<Api, tonic_reflection::server::Error> {
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<WorkQueueServiceServer<WorkQueueApi>>().await;
+    health.set_serving::<CacheServiceServer<CacheApi>>().await;
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -46,16 +56,23 @@ pub async fn api(queues: Arc<QueueRegistry>) -> Result<Api, tonic_reflection::se
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
-    let workqueue = WorkQueueServiceServer::new(WorkQueueApi::new(queues))
+    let workqueue = WorkQueueServiceServer::new(WorkQueueApi::new(queues).with_informers(informers.clone()))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let routes =
-        Routes::new(workqueue).add_service(health_service).add_service(reflection_v1).add_service(reflection_v1alpha);
+    let cache = CacheServiceServer::new(CacheApi::new(informers))
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let routes = Routes::new(workqueue)
+        .add_service(cache)
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha);
     Ok(Api { routes, health })
 }
 
 /// Marks every service as not serving, for the start of a shutdown.
 pub async fn set_not_serving(health: &HealthReporter) {
     health.set_not_serving::<WorkQueueServiceServer<WorkQueueApi>>().await;
+    health.set_not_serving::<CacheServiceServer<CacheApi>>().await;
     health.set_service_status("", tonic_health::ServingStatus::NotServing).await;
 }

@@ -2,6 +2,7 @@
 
 use tonic::{Code, Status};
 
+use crate::informer::InformerError;
 use crate::queue::QueueError;
 
 /// Why a request was refused before or by the queue.
@@ -15,6 +16,9 @@ pub enum ApiError {
     OverLimit { what: &'static str, count: usize, limit: usize },
     #[error(transparent)]
     Queue(#[from] QueueError),
+    /// A cache read the informers could not serve.
+    #[error(transparent)]
+    Cache(#[from] InformerError),
 }
 
 impl ApiError {
@@ -38,6 +42,16 @@ pub fn code_of(err: &ApiError) -> Code {
         ApiError::Queue(QueueError::StaleToken { .. }) => Code::FailedPrecondition,
         ApiError::Queue(QueueError::ShuttingDown) => Code::Unavailable,
         ApiError::Queue(QueueError::Full { .. }) => Code::ResourceExhausted,
+        ApiError::Cache(err) => match err {
+            InformerError::UnknownInformer(_) | InformerError::UnknownIndex { .. } => Code::NotFound,
+            InformerError::BadSelector(_) | InformerError::BadResourceVersion(_) | InformerError::BadPageToken(_) => {
+                Code::InvalidArgument
+            }
+            InformerError::NotSynced { .. } => Code::Unavailable,
+            InformerError::VersionNotReached { .. } => Code::DeadlineExceeded,
+            // Startup errors; a read never meets them.
+            InformerError::Discovery { .. } | InformerError::NamespaceOnClusterScoped { .. } => Code::Internal,
+        },
     }
 }
 
@@ -55,6 +69,25 @@ mod tests {
             (QueueError::StaleToken { token: LeaseToken(1) }.into(), Code::FailedPrecondition),
             (QueueError::ShuttingDown.into(), Code::Unavailable),
             (QueueError::Full { limit: 1 }.into(), Code::ResourceExhausted),
+            (InformerError::UnknownInformer("x".into()).into(), Code::NotFound),
+            (InformerError::UnknownIndex { informer: "x".into(), index: "i".into() }.into(), Code::NotFound),
+            (InformerError::BadSelector("x".into()).into(), Code::InvalidArgument),
+            (InformerError::BadResourceVersion("x".into()).into(), Code::InvalidArgument),
+            (InformerError::BadPageToken("x".into()).into(), Code::InvalidArgument),
+            (
+                InformerError::NotSynced { informer: "x".into(), waited: std::time::Duration::ZERO }.into(),
+                Code::Unavailable,
+            ),
+            (
+                InformerError::VersionNotReached {
+                    informer: "x".into(),
+                    wanted: 2,
+                    seen: 1,
+                    waited: std::time::Duration::ZERO,
+                }
+                .into(),
+                Code::DeadlineExceeded,
+            ),
         ];
         for (err, code) in cases {
             assert_eq!(Status::from(err).code(), code);

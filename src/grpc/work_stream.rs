@@ -17,10 +17,12 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status, Streaming};
 use tracing::{debug, info};
 
+use super::cache_service::lease_object;
 use super::pb::{self, work_request, work_response};
 use super::status::{ApiError, code_of};
 use super::workqueue_service::finish_outcome;
 use super::{convert, validate};
+use crate::informer::{InformerRegistry, SharedInformer};
 use crate::queue::{Holder, LeaseToken, QueueError};
 use crate::queues::{Queue, QueueRegistry};
 
@@ -41,6 +43,7 @@ static STREAM_IDS: AtomicU64 = AtomicU64::new(1);
 
 pub async fn open(
     queues: Arc<QueueRegistry>,
+    informers: Option<Arc<InformerRegistry>>,
     request: Request<Streaming<pb::WorkRequest>>,
 ) -> Result<Response<WorkStream>, Status> {
     let peer = request.remote_addr().map(|a| a.to_string()).unwrap_or_else(|| "unix".into());
@@ -49,7 +52,7 @@ pub async fn open(
     // Answer at once and read Open in the session: a client may wait for the
     // response headers before it sends anything.
     tokio::spawn(async move {
-        if let Err(status) = run(queues, inbound, tx.clone(), peer).await {
+        if let Err(status) = run(queues, informers, inbound, tx.clone(), peer).await {
             let _ = tx.send(Err(status)).await;
         }
     });
@@ -78,6 +81,8 @@ struct Session {
     ttl: Option<Duration>,
     /// Leases this stream holds, by token: key and deadline as last known.
     held: HashMap<LeaseToken, (Arc<str>, Instant)>,
+    /// The queue's primary informer when the worker asked for objects on its leases.
+    objects: Option<Arc<SharedInformer>>,
     tx: mpsc::Sender<Result<pb::WorkResponse, Status>>,
 }
 
@@ -85,6 +90,7 @@ type Outbound = mpsc::Sender<Result<pb::WorkResponse, Status>>;
 
 async fn run(
     queues: Arc<QueueRegistry>,
+    informers: Option<Arc<InformerRegistry>>,
     mut inbound: Streaming<pb::WorkRequest>,
     tx: Outbound,
     peer: String,
@@ -113,7 +119,8 @@ async fn run(
     )
     .await?;
     debug!(queue = %queue.name(), %holder, window, "work stream opened");
-    let mut session = Session { queue, holder, window, ttl, held: HashMap::new(), tx };
+    let objects = informers.filter(|_| open.include_object).and_then(|i| i.primary_of(&open.queue).cloned());
+    let mut session = Session { queue, holder, window, ttl, held: HashMap::new(), objects, tx };
     session.serve(&mut inbound).await
 }
 
@@ -151,7 +158,9 @@ impl Session {
                     Ok(leases) => {
                         for lease in leases {
                             self.held.insert(lease.token, (lease.key.clone(), lease.deadline));
-                            send(&self.tx, work_response::Kind::Lease(convert::lease(lease))).await?;
+                            let object = self.objects.as_ref().and_then(|i| lease_object(i, &lease.key));
+                            let lease = pb::Lease { object, ..convert::lease(lease) };
+                            send(&self.tx, work_response::Kind::Lease(lease)).await?;
                         }
                     }
                     Err(QueueError::ShuttingDown) => {}

@@ -5,22 +5,32 @@ use std::time::Duration;
 
 use tonic::{Request, Response, Status};
 
+use super::cache_service::lease_object;
 use super::pb::work_queue_service_server::WorkQueueService;
 use super::pb::{self, finish_request};
 use super::status::ApiError;
 use super::work_stream::{self, WorkStream};
 use super::{convert, validate};
+use crate::informer::InformerRegistry;
 use crate::queue::{FinishOutcome, Holder, LeaseToken, Reason, ReasonKind};
 use crate::queues::{Queue, QueueRegistry};
 
 /// The handlers; one instance serves every connection.
 pub struct WorkQueueApi {
     queues: Arc<QueueRegistry>,
+    /// Where leases asked with `include_object` find their object (the queue's primary informer).
+    informers: Option<Arc<InformerRegistry>>,
 }
 
 impl WorkQueueApi {
     pub fn new(queues: Arc<QueueRegistry>) -> Self {
-        WorkQueueApi { queues }
+        WorkQueueApi { queues, informers: None }
+    }
+
+    /// Lets leases carry their cached object when asked (`include_object`).
+    pub fn with_informers(mut self, informers: Arc<InformerRegistry>) -> Self {
+        self.informers = Some(informers);
+        self
     }
 
     fn queue(&self, name: &str) -> Result<&Queue, ApiError> {
@@ -118,7 +128,15 @@ impl WorkQueueService for WorkQueueApi {
                 Err(_elapsed) => Vec::new(),
             }
         };
-        Ok(Response::new(pb::GetResponse { leases: leases.into_iter().map(convert::lease).collect() }))
+        let primary = self.informers.as_ref().filter(|_| req.include_object).and_then(|i| i.primary_of(&req.queue));
+        let leases = leases
+            .into_iter()
+            .map(|lease| {
+                let object = primary.and_then(|informer| lease_object(informer, &lease.key));
+                pb::Lease { object, ..convert::lease(lease) }
+            })
+            .collect();
+        Ok(Response::new(pb::GetResponse { leases }))
     }
 
     async fn done(&self, request: Request<pb::DoneRequest>) -> Reply<pb::DoneResponse> {
@@ -205,6 +223,6 @@ impl WorkQueueService for WorkQueueApi {
     type WorkStream = WorkStream;
 
     async fn work(&self, request: Request<tonic::Streaming<pb::WorkRequest>>) -> Reply<Self::WorkStream> {
-        work_stream::open(self.queues.clone(), request).await
+        work_stream::open(self.queues.clone(), self.informers.clone(), request).await
     }
 }

@@ -1,0 +1,149 @@
+//! `CacheService`: reads of the informer caches (GetObject, ListObjects), with waits for sync and read-your-writes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tonic::{Request, Response, Status};
+
+use super::pb::{self, cache_service_server::CacheService};
+use super::status::ApiError;
+use super::validate;
+use crate::informer::{CachedObject, InformerError, InformerRegistry, LabelSelector, ListQuery, SharedInformer};
+
+/// Longest wait a read may ask for (initial list plus min_resource_version).
+pub const MAX_CACHE_WAIT: Duration = Duration::from_secs(60);
+/// Objects in a list page when the caller does not say.
+pub const DEFAULT_PAGE_SIZE: usize = 500;
+/// Most objects in one list page: bounds one response (objects are JSON of a few KiB).
+pub const MAX_PAGE_SIZE: usize = 5_000;
+/// Page tokens are the last key served, behind this prefix.
+const PAGE_TOKEN_PREFIX: &str = "after:";
+
+/// The handlers; one instance serves every connection.
+pub struct CacheApi {
+    informers: Arc<InformerRegistry>,
+}
+
+impl CacheApi {
+    pub fn new(informers: Arc<InformerRegistry>) -> Self {
+        CacheApi { informers }
+    }
+
+    /// Finds the informer, then waits (within `wait`) for its first list and
+    /// for `min_resource_version`.
+    async fn ready_informer(
+        &self,
+        name: &str,
+        wait: Option<prost_types::Duration>,
+        min_resource_version: &str,
+    ) -> Result<&Arc<SharedInformer>, ApiError> {
+        if name.is_empty() {
+            return Err(ApiError::invalid("informer", "must name an informer of the sidecar config"));
+        }
+        let informer = self.informers.informer(name)?;
+        let min_version = match min_resource_version {
+            "" => None,
+            text => Some(text.parse::<u64>().map_err(|_| InformerError::BadResourceVersion(text.to_owned()))?),
+        };
+        let wait = validate::duration("wait", wait)?.unwrap_or_default().min(MAX_CACHE_WAIT);
+        let deadline = Instant::now() + wait;
+        informer.wait_synced(wait).await?;
+        if let Some(min) = min_version {
+            informer.wait_version(min, deadline.saturating_duration_since(Instant::now())).await?;
+        }
+        Ok(informer)
+    }
+}
+
+/// The wire form of a cached object.
+pub fn cached_object(object: &CachedObject, deleted: bool) -> pb::CachedObject {
+    pb::CachedObject {
+        json: object.json.to_vec(),
+        resource_version: object.meta.resource_version.to_string(),
+        deleted,
+        namespace: object.meta.namespace.to_string(),
+        name: object.meta.name.to_string(),
+    }
+}
+
+/// The object of `key` for a lease: the cached state, or the last known state
+/// of a deleted object (with `deleted`); `None` when neither is known.
+pub fn lease_object(informer: &SharedInformer, key: &str) -> Option<pb::CachedObject> {
+    match informer.get(key) {
+        Some(object) => Some(cached_object(&object, false)),
+        None => informer.get_deleted(key).map(|object| cached_object(&object, true)),
+    }
+}
+
+type Reply<T> = Result<Response<T>, Status>;
+
+#[tonic::async_trait]
+impl CacheService for CacheApi {
+    async fn get_object(&self, request: Request<pb::GetObjectRequest>) -> Reply<pb::GetObjectResponse> {
+        let req = request.into_inner();
+        if req.name.is_empty() {
+            return Err(ApiError::invalid("name", "must not be empty").into());
+        }
+        let informer = self.ready_informer(&req.informer, req.wait, &req.min_resource_version).await?;
+        let key = match (informer.is_namespaced(), req.namespace.is_empty()) {
+            (true, true) => {
+                return Err(ApiError::invalid(
+                    "namespace",
+                    format!("informer {:?} is namespaced: name the namespace", req.informer),
+                )
+                .into());
+            }
+            (false, false) => {
+                return Err(ApiError::invalid(
+                    "namespace",
+                    format!("informer {:?} is cluster-scoped: leave namespace empty", req.informer),
+                )
+                .into());
+            }
+            (true, false) => format!("{}/{}", req.namespace, req.name),
+            (false, true) => req.name,
+        };
+        let object = match informer.get(&key) {
+            Some(object) => Some(cached_object(&object, false)),
+            None if req.include_deleted => informer.get_deleted(&key).map(|o| cached_object(&o, true)),
+            None => None,
+        };
+        Ok(Response::new(pb::GetObjectResponse { object, resource_version: informer.seen_version().to_string() }))
+    }
+
+    async fn list_objects(&self, request: Request<pb::ListObjectsRequest>) -> Reply<pb::ListObjectsResponse> {
+        let req = request.into_inner();
+        let informer = self.ready_informer(&req.informer, req.wait, &req.min_resource_version).await?;
+        let selector = match req.label_selector.as_str() {
+            "" => None,
+            text => Some(LabelSelector::parse(text).map_err(|e| ApiError::from(InformerError::BadSelector(e)))?),
+        };
+        let after = match req.page_token.as_str() {
+            "" => None,
+            token => Some(
+                token
+                    .strip_prefix(PAGE_TOKEN_PREFIX)
+                    .filter(|key| !key.is_empty())
+                    .ok_or_else(|| ApiError::from(InformerError::BadPageToken(token.to_owned())))?,
+            ),
+        };
+        let limit = match req.page_size {
+            0 => DEFAULT_PAGE_SIZE,
+            n => (n as usize).min(MAX_PAGE_SIZE),
+        };
+        let query = ListQuery {
+            namespace: Some(req.namespace.as_str()).filter(|ns| !ns.is_empty()),
+            selector: selector.as_ref(),
+            index: Some((req.index_name.as_str(), req.index_value.as_str())).filter(|(name, _)| !name.is_empty()),
+            after,
+            limit,
+        };
+        let page = informer.list(&query).map_err(ApiError::from)?;
+        Ok(Response::new(pb::ListObjectsResponse {
+            objects: page.objects.iter().map(|o| cached_object(o, false)).collect(),
+            resource_version: informer.seen_version().to_string(),
+            next_page_token: page.next_after.map(|key| format!("{PAGE_TOKEN_PREFIX}{key}")).unwrap_or_default(),
+        }))
+    }
+}
