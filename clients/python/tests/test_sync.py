@@ -35,6 +35,23 @@ def test_sync_client_should_run_plain_functions(sidecar: Sidecar) -> None:
         assert client.key_state("default", "ns/a").phase == KeyPhase.ABSENT
 
 
+def test_reconcile_threads_should_call_the_client_they_run_on(sidecar: Sidecar) -> None:
+    stop = threading.Event()
+    holders: list[str] = []
+
+    with SyncClient.connect(sidecar.target, worker_name="sync-worker") as client:
+
+        def reconcile(request: Request) -> None:
+            state = client.key_state(request.queue, request.key)
+            holders.append(f"{state.phase.name} by {state.holder}")
+            stop.set()
+
+        client.add("default", "ns/a")
+        client.run("default", reconcile, stop=stop)
+    # A Work stream holds its leases as "worker#stream-id".
+    assert [h.split("#")[0] for h in holders] == ["HELD by sync-worker"]
+
+
 def test_run_sync_should_stop_from_another_thread(sidecar: Sidecar) -> None:
     stop = threading.Event()
     done: list[str] = []

@@ -88,13 +88,13 @@ async def test_requeue_after_should_bring_the_key_back_after_the_delay(client: C
 
     async def reconcile(request: Request) -> Result | None:
         calls.record(request)
-        return Result(requeue_after=0.5) if len(calls.requests) == 1 else None
+        return Result(requeue_after=1.0) if len(calls.requests) == 1 else None
 
     await client.add("default", "ns/a")
     async with running(client, "default", reconcile):
-        await eventually(lambda: _phase(client, "ns/a", KeyPhase.WAITING), timeout=0.45)
+        await eventually(lambda: _phase(client, "ns/a", KeyPhase.WAITING), timeout=0.9)
         await eventually(lambda: len(calls.requests) == 2)
-    assert calls.started[1] - calls.started[0] >= 0.48
+    assert calls.started[1] - calls.started[0] >= 0.98
     assert calls.requests[1].failures == 0
     assert {r.kind for r in calls.requests[1].reasons} == {ReasonKind.REQUEUE_AFTER}
 

@@ -1,9 +1,10 @@
-"""The synchronous API for scripts: the asyncio client driven by an event loop of its own."""
+"""The synchronous API for scripts: the asyncio client on an event loop in a thread of its own."""
 
 from __future__ import annotations
 
 import asyncio
 import builtins
+import logging
 import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +18,8 @@ from .client import Client
 from .introspection import DrainReport, KeyInfo, QueueLength, RateLimitedKey
 from .lease import Extension, Lease
 from .request import Request, Result
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -34,13 +37,15 @@ class SyncClient:
             client.add("default", "ns/name")
             client.run("default", reconcile, concurrency=4, stop=stop_event)
 
-    Each call runs the asyncio client on this object's own event loop, in the
-    calling thread; one SyncClient is for one thread at a time.
+    The asyncio client runs on an event loop in a thread of its own; any
+    thread may call, including the reconcile functions that ``run`` calls.
     """
 
     def __init__(self, target: str, *, worker_name: str | None = None) -> None:
-        self._runner = asyncio.Runner()
-        self._client = self._runner.run(_connect(target, worker_name))
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="workqueue-sidecar", daemon=True)
+        self._thread.start()
+        self._client = self._call(_connect(target, worker_name))
         #: Reads from the sidecar's informer caches.
         self.cache = SyncCache(self._client.cache, self._call)
 
@@ -58,13 +63,27 @@ class SyncClient:
         self.close()
 
     def close(self) -> None:
+        """Closes the channel and ends the event loop's thread."""
+        if self._loop.is_closed():
+            return
         try:
-            self._runner.run(self._client.close())
+            self._call(self._client.close())
+            self._call(self._loop.shutdown_default_executor())
         finally:
-            self._runner.close()
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            self._loop.close()
 
     def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        return self._runner.run(coroutine)
+        if threading.current_thread() is self._thread:
+            coroutine.close()
+            raise RuntimeError("SyncClient called from its own event loop; use the asyncio Client there")
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()  # KeyboardInterrupt while waiting, say
+            raise
 
     @property
     def worker_name(self) -> str:
@@ -140,6 +159,8 @@ class SyncClient:
     ) -> None:
         """Like ``Client.run``, with a plain function run in a pool of ``concurrency``
         threads, until ``stop`` is set (from another thread or a signal handler).
+        Ctrl-C (KeyboardInterrupt) in the calling thread stops it the same way;
+        a second Ctrl-C stops at once.
 
         A thread cannot be interrupted: when the sidecar asks to cancel, the lease
         is lost or the worker is stopping, ``request.cancelled()`` turns True; a
@@ -147,18 +168,30 @@ class SyncClient:
         (returning is success). Until it returns its lease stays held and
         extended, within the same bounds as ``Client.run``.
         """
-        self._call(
+        stop = stop or threading.Event()
+        running = asyncio.run_coroutine_threadsafe(
             _run_in_threads(
                 self._client,
                 queue,
                 reconcile,
                 concurrency=concurrency,
                 include_object=include_object,
-                stop=stop or threading.Event(),
+                stop=stop,
                 lease_ttl=lease_ttl,
                 drain_timeout=drain_timeout,
-            )
+            ),
+            self._loop,
         )
+        try:
+            running.result()
+        except KeyboardInterrupt:
+            logger.info("interrupted: stopping (again to stop at once)")
+            stop.set()
+            try:
+                running.result()
+            except KeyboardInterrupt:
+                running.cancel()
+                raise
 
 
 class SyncCache:
