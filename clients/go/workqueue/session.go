@@ -256,6 +256,7 @@ func (s *session) work(h *held, req Request) {
 
 	// Usually a slot is free at once; not when a reconcile of a broken or
 	// revoked lease still runs. Keep the lease alive meanwhile.
+	cancelled := h.ctx.Done()
 	for acquired := false; !acquired; {
 		select {
 		case s.w.slots <- struct{}{}:
@@ -264,8 +265,13 @@ func (s *session) work(h *held, req Request) {
 			s.extend(h)
 		case <-s.stopCh:
 			return // never started; goes back when the stream closes
-		case <-h.ctx.Done():
-			return // lost before it started
+		case <-cancelled:
+			if h.lost.Load() {
+				return // lost before it started
+			}
+			// Asked to stop but still ours: run it when a slot frees (with
+			// its context already cancelled), so its lease is finished.
+			cancelled = nil
 		}
 	}
 

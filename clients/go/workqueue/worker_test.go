@@ -257,7 +257,7 @@ func TestRunCancelsReconcilesWhenTheSidecarShutsDown(t *testing.T) {
 	}
 	rec.waitStarted(t, 5*time.Second)
 	sent := time.Now()
-	sc.signal(syscall.SIGTERM)
+	sc.Signal(syscall.SIGTERM)
 	eventually(t, 10*time.Second, "the reconcile to be cancelled", func() bool {
 		a := rec.of("stuck")
 		return len(a) == 1 && !a[0].end.IsZero()
@@ -267,7 +267,7 @@ func TestRunCancelsReconcilesWhenTheSidecarShutsDown(t *testing.T) {
 	if !errors.Is(a.ctxCause, workqueue.ErrLeaseLost) {
 		t.Errorf("cause = %v; want ErrLeaseLost", a.ctxCause)
 	}
-	if err := sc.wait(10 * time.Second); err != nil {
+	if err := sc.Wait(10 * time.Second); err != nil {
 		t.Errorf("sidecar exit: %v; want status 0", err)
 	}
 }
@@ -479,7 +479,7 @@ func TestRunReconnectsAfterTheSidecarRestarts(t *testing.T) {
 	}
 	rec.waitStarted(t, 5*time.Second)
 
-	first.signal(syscall.SIGKILL)
+	first.Signal(syscall.SIGKILL)
 	eventually(t, 5*time.Second, "the in-flight reconcile to be cancelled", func() bool {
 		a := rec.of("in-flight")
 		return len(a) == 1 && !a[0].end.IsZero()
