@@ -51,6 +51,35 @@ pub struct Cli {
     #[arg(long, env = "WQS_KUBECONFIG", value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
 
+    /// Elect a leader among replicas through a coordination.k8s.io Lease;
+    /// followers keep warm caches and hand out no keys.
+    #[arg(long, env = "WQS_LEADER_ELECTION")]
+    pub leader_election: bool,
+
+    /// Namespace of the election's Lease (in a pod: its own, from POD_NAMESPACE).
+    #[arg(long, env = "POD_NAMESPACE", value_name = "NS", default_value = "default")]
+    pub leader_election_namespace: String,
+
+    /// Name of the election's Lease.
+    #[arg(long, env = "WQS_LEADER_ELECTION_LEASE", value_name = "NAME", default_value = "workqueue-sidecar")]
+    pub leader_election_lease: String,
+
+    /// This replica's identity in the Lease (in a pod: its name, from POD_NAME; else the host name).
+    #[arg(long, env = "POD_NAME", value_name = "ID")]
+    pub leader_election_identity: Option<String>,
+
+    /// How long the Lease stays valid after its last renewal.
+    #[arg(long, env = "WQS_LEADER_ELECTION_LEASE_DURATION", value_name = "DURATION", default_value = "15s", value_parser = humantime::parse_duration)]
+    pub leader_election_lease_duration: Duration,
+
+    /// How long the leader keeps trying to renew before it steps down.
+    #[arg(long, env = "WQS_LEADER_ELECTION_RENEW_DEADLINE", value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub leader_election_renew_deadline: Duration,
+
+    /// How often replicas try to take or renew the Lease.
+    #[arg(long, env = "WQS_LEADER_ELECTION_RETRY_PERIOD", value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration)]
+    pub leader_election_retry_period: Duration,
+
     /// Check the config file, print a summary and exit (0 when valid).
     #[arg(long)]
     pub check_config: bool,

@@ -15,6 +15,7 @@
 //! - [`server`]: listening on TCP and unix sockets, serving until shut down.
 //! - [`metrics`]: Prometheus metrics with client-go's workqueue names, plus
 //!   leases and gRPC requests.
+//! - [`leader`]: leader election through a Lease; only the leader hands out keys.
 //! - [`admin`]: the admin HTTP port: `/metrics`, `/healthz`, `/readyz`.
 //! - [`cli`]: the command-line flags of the binary.
 //! - [`config`]: the YAML config file: informers, queues and their settings, with errors
@@ -29,5 +30,6 @@ pub mod admin;
 pub mod cli;
 pub mod config;
 pub mod grpc;
+pub mod leader;
 pub mod metrics;
 pub mod server;

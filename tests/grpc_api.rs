@@ -405,7 +405,12 @@ async fn expired_stream_lease_should_give_its_credit_back() {
     s.client.add(add("short", &["a", "b"], None)).await.unwrap();
     let mut worker = open_stream(&mut s.client, "short", 1).await;
     let first = worker.next_lease().await;
-    // No finish: after the 300 ms lease expires, the credit is free again.
+    // No finish: the 300 ms lease expires; the worker is told to stop, and
+    // the credit is free again.
+    match worker.next().await {
+        work_response::Kind::Cancel(cancel) => assert_eq!((cancel.token, cancel.revoked), (first.token, true)),
+        other => panic!("expected Cancel for the expired lease, got {other:?}"),
+    }
     let second = worker.next_lease().await;
     assert_ne!(first.token, second.token);
 }

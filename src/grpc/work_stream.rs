@@ -138,7 +138,7 @@ impl Session {
         prune.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             if shutting_down {
-                self.prune_ended();
+                self.prune_ended().await?;
                 if self.held.is_empty() {
                     return Err(Status::unavailable("the queue is shutting down"));
                 }
@@ -173,7 +173,7 @@ impl Session {
                         self.cancel_all("the queue is shutting down").await?;
                     }
                 },
-                _ = prune.tick(), if !self.held.is_empty() => self.prune_ended(),
+                _ = prune.tick(), if !self.held.is_empty() => self.prune_ended().await?,
                 _ = tx.closed() => return Ok(()),
             }
         }
@@ -247,11 +247,28 @@ impl Session {
         Ok(renewal)
     }
 
-    /// Forgets leases that ended without a Finish on this stream (expired or
-    /// handed back at a drain's end), so their credits come back.
-    fn prune_ended(&mut self) {
+    /// Forgets leases that ended without a Finish on this stream (expired,
+    /// or revoked: handed back at a drain's end or when leadership was lost),
+    /// so their credits come back, and tells the worker to stop on each.
+    async fn prune_ended(&mut self) -> Result<(), Status> {
         let queue = &self.queue;
-        self.held.retain(|token, (key, _)| queue.is_current(key, *token));
+        let ended: Vec<(LeaseToken, Arc<str>)> = self
+            .held
+            .iter()
+            .filter(|(token, (key, _))| !queue.is_current(key.as_ref(), **token))
+            .map(|(token, (key, _))| (*token, key.clone()))
+            .collect();
+        for (token, key) in ended {
+            self.held.remove(&token);
+            let cancel = work_response::Cancel {
+                key: key.to_string(),
+                token: token.0,
+                revoked: true,
+                message: "the lease ended without a Finish (expired, or revoked by the sidecar)".into(),
+            };
+            send(&self.tx, work_response::Kind::Cancel(cancel)).await?;
+        }
+        Ok(())
     }
 
     async fn cancel_all(&self, why: &str) -> Result<(), Status> {

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 pub use grpc_layer::GrpcMetricsLayer;
@@ -23,6 +24,9 @@ pub struct Metrics {
     registry: Mutex<Registry>,
     pub queues: QueueMetrics,
     pub grpc: GrpcMetricsLayer,
+    /// 1 while this replica hands out keys: the leader, or the only replica
+    /// when leader election is off.
+    pub leader: Gauge,
 }
 
 impl Metrics {
@@ -30,7 +34,13 @@ impl Metrics {
         let mut registry = Registry::default();
         let queues = QueueMetrics::register(&mut registry);
         let grpc = GrpcMetricsLayer::register(&mut registry);
-        Arc::new(Metrics { registry: Mutex::new(registry), queues, grpc })
+        let leader = Gauge::default();
+        registry.register(
+            "workqueue_sidecar_leader",
+            "1 while this replica hands out keys (the leader, or leader election is off)",
+            leader.clone(),
+        );
+        Arc::new(Metrics { registry: Mutex::new(registry), queues, grpc, leader })
     }
 
     /// Reads the gauges from the queues, then encodes everything in the

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use slab::Slab;
+use smallvec::SmallVec;
 use tokio::time::Instant;
 
 use super::error::QueueError;
@@ -102,9 +103,9 @@ pub(crate) struct QueueState<K> {
     next_seq: u64,
     tokens: TokenSource,
     shutting_down: bool,
-    /// Whether keys are handed out at all: off until the queue's caches have
-    /// synced, and on followers (only the leader grants).
-    granting: bool,
+    /// Why keys are not handed out right now (caches still syncing, not the
+    /// leader, ...): granting happens only while this is empty.
+    holds: SmallVec<[&'static str; 2]>,
     /// Set by a shutdown without drain: extends tell workers to stop.
     cancel_held: bool,
     /// Keys that became ready since the last `take_wakeups`.
@@ -138,7 +139,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             next_seq: 0,
             tokens: TokenSource::new(),
             shutting_down: false,
-            granting: true,
+            holds: SmallVec::new(),
             cancel_held: false,
             wakeups: 0,
             leases_lost: 0,
@@ -340,7 +341,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     /// Takes the next ready key and leases it to `holder`, if any is ready and
     /// the queue is still granting.
     pub(crate) fn grant(&mut self, holder: &Holder, ttl: Option<Duration>, now: Instant) -> Option<Lease<K>> {
-        if self.shutting_down || !self.granting {
+        if self.shutting_down || !self.holds.is_empty() {
             return None;
         }
         let popped = self.ready.pop(now, self.settings.max_wait)?;
@@ -631,16 +632,24 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         self.shutting_down
     }
 
-    /// Opens or closes the gate; opening wakes a waiter per ready key.
-    pub(crate) fn set_granting(&mut self, granting: bool) {
-        if granting && !self.granting {
+    /// Puts a named hold on granting, or lifts it; lifting the last hold
+    /// wakes a waiter per ready key.
+    pub(crate) fn set_hold(&mut self, hold: &'static str, held: bool) {
+        let was_granting = self.holds.is_empty();
+        if held {
+            if !self.holds.contains(&hold) {
+                self.holds.push(hold);
+            }
+        } else {
+            self.holds.retain(|h| *h != hold);
+        }
+        if !was_granting && self.holds.is_empty() {
             self.wakeups += self.ready.len();
         }
-        self.granting = granting;
     }
 
-    pub(crate) fn is_granting(&self) -> bool {
-        self.granting
+    pub(crate) fn holds(&self) -> Vec<&'static str> {
+        self.holds.to_vec()
     }
 
     // ----- introspection -----

@@ -197,6 +197,12 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         self.with_state(|state, now| state.extend(key, token, ttl, now))
     }
 
+    /// Hands every held key back to the queue at once, without counting a
+    /// failure (the sidecar lost leadership); their tokens turn stale. How many.
+    pub fn revoke_all(&self) -> usize {
+        self.with_state(|state, now| state.return_all_held(now))
+    }
+
     /// Whether `token` is still the current lease of `key` (it has not ended,
     /// expired or been handed back).
     pub fn is_current<Q>(&self, key: &Q, token: LeaseToken) -> bool
@@ -262,16 +268,23 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         self.with_state(|state, _| state.key_status(key))
     }
 
-    /// Opens or closes the gate in front of `get`: while closed, keys are
-    /// accepted, merged and timed as usual but none is handed out, and `get`
-    /// waits. Closed until a queue's caches have synced, and on followers.
-    /// Held leases are not affected.
-    pub fn set_granting(&self, granting: bool) {
-        self.with_state(|state, _| state.set_granting(granting));
+    /// Puts a named hold on granting (`held = true`) or lifts it. While any
+    /// hold is on, keys are accepted, merged and timed as usual but none is
+    /// handed out, and `get` waits; held leases are not affected. The sidecar
+    /// holds a queue while its caches sync and while it is not the leader.
+    pub fn set_hold(&self, hold: &'static str, held: bool) {
+        self.with_state(|state, _| state.set_hold(hold, held));
     }
 
-    pub fn is_granting(&self) -> bool {
-        self.shared.state.lock().is_granting()
+    /// Closes (`false`) or opens the gate with one anonymous hold. Kept until
+    /// every caller names its hold with `set_hold`.
+    pub fn set_granting(&self, granting: bool) {
+        self.set_hold("closed", !granting);
+    }
+
+    /// The holds on granting now; empty while keys are handed out.
+    pub fn holds(&self) -> Vec<&'static str> {
+        self.shared.state.lock().holds()
     }
 
     /// `ShuttingDown`.

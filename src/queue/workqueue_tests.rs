@@ -547,15 +547,20 @@ async fn drain_should_count_a_lease_that_expired_meanwhile_as_returned() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn closed_gate_should_hold_keys_until_opened() {
+async fn holds_should_stop_granting_until_the_last_is_lifted() {
     let q = queue();
-    q.set_granting(false);
+    q.set_hold("caches syncing", true);
+    q.set_hold("not the leader", true);
     add(&q, "a", 0);
     let holder = worker("w");
     let mut get = task::spawn(q.get(&holder, None));
     assert_pending!(get.poll());
     assert_eq!(q.len(), 1, "the key is queued, just not handed out");
-    q.set_granting(true);
+    q.set_hold("caches syncing", false);
+    assert_pending!(get.poll());
+    assert_eq!(q.holds(), ["not the leader"]);
+    q.set_hold("not the leader", false);
     assert!(get.is_woken());
     assert_eq!(assert_ready!(get.poll()).unwrap().key, "a");
+    assert!(q.holds().is_empty());
 }

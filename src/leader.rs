@@ -1,0 +1,269 @@
+//! Leader election through a `coordination.k8s.io` Lease: only the leader hands out keys.
+//!
+//! Every replica keeps its informers and queues warm; a follower's queues
+//! carry the `NOT_LEADER` hold, so they hand out nothing. The elector tries
+//! every `retry_period` to take or renew the Lease, with optimistic
+//! concurrency on its resourceVersion. Like client-go, it judges another
+//! holder's Lease expired by its own clock: `lease_duration` after it last saw
+//! the Lease change, never by comparing timestamps written on another machine.
+//!
+//! Why no key is ever held by two workers across a handover: the leader that
+//! cannot renew for `renew_deadline` steps down and revokes every lease it
+//! granted; and while elected, leases are capped at `lease_duration -
+//! retry_period`, so even a leader that froze (and told nobody) has no lease
+//! left by the time another replica can take over, `lease_duration` after
+//! its last renewal. Workers must stop working when their lease deadline
+//! passes unextended; the clients in `clients/` do.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, PostParams};
+use tokio::sync::watch;
+use tokio::time::{Instant, sleep};
+use tracing::{info, warn};
+
+/// The hold a follower's queues carry.
+pub const NOT_LEADER: &str = "not the leader";
+
+/// How the election runs; the defaults are client-go's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ElectionSettings {
+    pub namespace: String,
+    pub lease_name: String,
+    /// This replica's name in the Lease (the pod name in a cluster).
+    pub identity: String,
+    /// How long a Lease stays valid after its last renewal.
+    pub lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it steps down.
+    pub renew_deadline: Duration,
+    /// How often every replica tries to take or renew the Lease.
+    pub retry_period: Duration,
+}
+
+impl ElectionSettings {
+    /// Errors name the flag, for the CLI.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.retry_period.is_zero() {
+            return Err("--leader-election-retry-period must be greater than zero".into());
+        }
+        if self.renew_deadline <= self.retry_period {
+            return Err("--leader-election-renew-deadline must be longer than the retry period".into());
+        }
+        if self.lease_duration <= self.renew_deadline {
+            return Err("--leader-election-lease-duration must be longer than the renew deadline".into());
+        }
+        Ok(())
+    }
+
+    /// The longest lease a leader may grant, so that its leases are gone
+    /// before anyone else can take over (see the module docs).
+    pub fn max_work_lease(&self) -> Duration {
+        self.lease_duration - self.retry_period
+    }
+}
+
+/// What the elector tells the rest of the sidecar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leadership {
+    Leader,
+    Follower,
+}
+
+/// The Lease as last seen, and when this replica first saw it that way.
+struct Observed {
+    holder: Option<String>,
+    renew_time: Option<Timestamp>,
+    at: Instant,
+}
+
+pub struct Elector {
+    api: Api<Lease>,
+    settings: ElectionSettings,
+    observed: Option<Observed>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ElectionError {
+    #[error("reading Lease {namespace}/{name}: {source}")]
+    Read { namespace: String, name: String, source: kube::Error },
+    #[error("writing Lease {namespace}/{name}: {source}")]
+    Write { namespace: String, name: String, source: kube::Error },
+}
+
+impl Elector {
+    pub fn new(client: kube::Client, settings: ElectionSettings) -> Self {
+        let api = Api::namespaced(client, &settings.namespace);
+        Elector { api, settings, observed: None }
+    }
+
+    /// Runs until `stop` turns true, calling `on_change` on every change of
+    /// leadership (first with `Follower`). On stop, a leader releases the
+    /// Lease so another replica takes over at once.
+    pub async fn run(mut self, on_change: impl Fn(Leadership), mut stop: watch::Receiver<bool>) {
+        let mut leading = false;
+        let mut last_renewal = Instant::now();
+        on_change(Leadership::Follower);
+        loop {
+            match self.try_acquire_or_renew().await {
+                Ok(true) => {
+                    last_renewal = Instant::now();
+                    if !leading {
+                        leading = true;
+                        info!(identity = %self.settings.identity, lease = %self.settings.lease_name, "became the leader");
+                        on_change(Leadership::Leader);
+                    }
+                }
+                Ok(false) => {
+                    if leading {
+                        leading = false;
+                        warn!(identity = %self.settings.identity, "another replica holds the Lease: stepping down");
+                        on_change(Leadership::Follower);
+                    }
+                }
+                Err(err) => {
+                    warn!(error = %err, "leader election attempt failed");
+                    if leading && last_renewal.elapsed() >= self.settings.renew_deadline {
+                        leading = false;
+                        warn!(identity = %self.settings.identity, "could not renew the Lease in time: stepping down");
+                        on_change(Leadership::Follower);
+                    }
+                }
+            }
+            tokio::select! {
+                _ = sleep(self.settings.retry_period) => {}
+                _ = stop.wait_for(|stopped| *stopped) => break,
+            }
+        }
+        if leading {
+            on_change(Leadership::Follower);
+            if let Err(err) = self.release().await {
+                warn!(error = %err, "releasing the Lease at shutdown failed; another replica takes over when it expires");
+            }
+        }
+    }
+
+    fn read_error(&self, source: kube::Error) -> ElectionError {
+        ElectionError::Read {
+            namespace: self.settings.namespace.clone(),
+            name: self.settings.lease_name.clone(),
+            source,
+        }
+    }
+
+    fn write_error(&self, source: kube::Error) -> ElectionError {
+        ElectionError::Write {
+            namespace: self.settings.namespace.clone(),
+            name: self.settings.lease_name.clone(),
+            source,
+        }
+    }
+
+    /// One attempt; `Ok(true)` when this replica holds the Lease afterwards.
+    async fn try_acquire_or_renew(&mut self) -> Result<bool, ElectionError> {
+        let now = Timestamp::now();
+        let Some(lease) = self.api.get_opt(&self.settings.lease_name).await.map_err(|e| self.read_error(e))? else {
+            let created = self.api.create(&PostParams::default(), &self.claim(None, now, 0)).await;
+            return match created {
+                Ok(_) => Ok(true),
+                Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+                Err(err) => Err(self.write_error(err)),
+            };
+        };
+        let spec = lease.spec.clone().unwrap_or_default();
+        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+        let renew_time = spec.renew_time.as_ref().map(|t| t.0);
+        let changed = self.observed.as_ref().is_none_or(|o| o.holder != holder || o.renew_time != renew_time);
+        if changed {
+            self.observed = Some(Observed { holder: holder.clone(), renew_time, at: Instant::now() });
+        }
+        let mine = holder.as_deref() == Some(self.settings.identity.as_str());
+        let duration = spec
+            .lease_duration_seconds
+            .map_or(self.settings.lease_duration, |s| Duration::from_secs(u64::try_from(s).unwrap_or(0)));
+        let expired = self.observed.as_ref().is_some_and(|o| o.at.elapsed() >= duration);
+        if !(mine || holder.is_none() || expired) {
+            return Ok(false);
+        }
+        let transitions = spec.lease_transitions.unwrap_or(0) + i32::from(!mine);
+        let acquired = if mine { spec.acquire_time.map(|t| t.0) } else { None };
+        let mut claim = self.claim(acquired, now, transitions);
+        claim.metadata.resource_version = lease.metadata.resource_version.clone();
+        match self.api.replace(&self.settings.lease_name, &PostParams::default(), &claim).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+            Err(err) => Err(self.write_error(err)),
+        }
+    }
+
+    /// The Lease with this replica as holder.
+    fn claim(&self, acquired: Option<Timestamp>, now: Timestamp, transitions: i32) -> Lease {
+        Lease {
+            metadata: ObjectMeta {
+                name: Some(self.settings.lease_name.clone()),
+                namespace: Some(self.settings.namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(self.settings.identity.clone()),
+                lease_duration_seconds: Some(i32::try_from(self.settings.lease_duration.as_secs()).unwrap_or(i32::MAX)),
+                acquire_time: Some(MicroTime(acquired.unwrap_or(now))),
+                renew_time: Some(MicroTime(now)),
+                lease_transitions: Some(transitions),
+                ..LeaseSpec::default()
+            }),
+        }
+    }
+
+    /// Gives the Lease up: clears the holder, so the next attempt of any
+    /// replica takes it.
+    async fn release(&self) -> Result<(), ElectionError> {
+        let Some(mut lease) = self.api.get_opt(&self.settings.lease_name).await.map_err(|e| self.read_error(e))? else {
+            return Ok(());
+        };
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        if spec.holder_identity.as_deref() != Some(self.settings.identity.as_str()) {
+            return Ok(());
+        }
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        self.api
+            .replace(&self.settings.lease_name, &PostParams::default(), &lease)
+            .await
+            .map_err(|e| self.write_error(e))?;
+        info!(identity = %self.settings.identity, "released the Lease");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> ElectionSettings {
+        ElectionSettings {
+            namespace: "default".into(),
+            lease_name: "workqueue-sidecar".into(),
+            identity: "pod-a".into(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+
+    #[test]
+    fn settings_should_need_lease_longer_than_deadline_longer_than_retry() {
+        assert!(settings().validate().is_ok());
+        let bad = ElectionSettings { renew_deadline: Duration::from_secs(20), ..settings() };
+        assert!(bad.validate().unwrap_err().contains("lease-duration"));
+        let bad = ElectionSettings { retry_period: Duration::from_secs(10), ..settings() };
+        assert!(bad.validate().unwrap_err().contains("renew-deadline"));
+    }
+
+    #[test]
+    fn work_leases_should_end_before_another_replica_can_take_over() {
+        assert_eq!(settings().max_work_lease(), Duration::from_secs(13));
+    }
+}
