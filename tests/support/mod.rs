@@ -2,3 +2,4 @@
 //! `mod support;` and uses what it needs.
 
 pub mod control_plane;
+pub mod informers;

@@ -1,0 +1,96 @@
+//! The sidecar's informers and queues run in-process against the local control plane: build them from
+//! config YAML, start them, and look at what reached the queues.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use workqueue_sidecar::config::Config;
+use workqueue_sidecar::informer::InformerRegistry;
+use workqueue_sidecar::queue::{FinishOutcome, KeyPhase, KeyStatus, Lease, ReasonKind};
+use workqueue_sidecar::queues::{Queue, QueueRegistry};
+
+/// How long a key may take to show up on a queue after the API server accepted a change.
+pub const EVENT_TIMEOUT: Duration = Duration::from_secs(20);
+
+pub struct Sidecar {
+    pub queues: Arc<QueueRegistry>,
+    pub informers: Arc<InformerRegistry>,
+}
+
+impl Sidecar {
+    /// Builds queues and informers from `yaml` (a sidecar config file) and
+    /// starts the informers; does not wait for them to sync.
+    pub async fn start(client: &Client, yaml: &str) -> Sidecar {
+        let config = Config::parse(yaml, "test.yaml").unwrap_or_else(|e| panic!("{e}"));
+        let queues =
+            Arc::new(QueueRegistry::new(config.queues.iter().map(|q| (q.name.clone(), q.settings.clone()))).unwrap());
+        let bindings = config.queues.iter().map(|q| (q.name.as_str(), &q.binding));
+        let informers = InformerRegistry::build(client.clone(), &config.informers, &queues, bindings)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let informers = Arc::new(informers);
+        informers.start().await;
+        Sidecar { queues, informers }
+    }
+
+    pub fn queue(&self, name: &str) -> &Queue {
+        self.queues.get(name).unwrap_or_else(|| panic!("no queue {name}"))
+    }
+
+    /// Waits until every informer has finished its first list.
+    pub async fn synced(&self) {
+        wait_until("informers synced", EVENT_TIMEOUT, || self.informers.all_synced()).await;
+    }
+}
+
+/// Polls `condition` every 20 ms until it holds, failing the test after `timeout`.
+pub async fn wait_until(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while !condition() {
+        assert!(tokio::time::Instant::now() < deadline, "{what}: not within {timeout:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until `key` is queued with a reason of `kind`; returns its status.
+pub async fn queued_with(queue: &Queue, key: &str, kind: ReasonKind) -> KeyStatus {
+    let deadline = tokio::time::Instant::now() + EVENT_TIMEOUT;
+    loop {
+        let status = queue.key_status(key);
+        if matches!(status.phase, KeyPhase::Queued { .. }) && status.reasons.contains_kind(kind) {
+            return status;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{key} not queued with {kind:?} on {} within {EVENT_TIMEOUT:?}: {status:?}",
+            queue.name()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Takes every ready key and finishes it successfully; returns the leases.
+pub fn drain(queue: &Queue) -> Vec<Lease<Arc<str>>> {
+    let holder: Arc<str> = Arc::from("test");
+    let leases = queue.try_get_many(&holder, 100_000, None).unwrap().unwrap_or_default();
+    for lease in &leases {
+        queue.finish(&*lease.key, lease.token, FinishOutcome::Success).unwrap();
+    }
+    leases
+}
+
+/// The keys of `leases`, sorted.
+pub fn keys(leases: &[Lease<Arc<str>>]) -> Vec<String> {
+    let mut keys: Vec<String> = leases.iter().map(|l| l.key.to_string()).collect();
+    keys.sort();
+    keys
+}
+
+/// Asserts that nothing becomes ready on `queue` for `quiet`.
+pub async fn stays_empty(queue: &Queue, quiet: Duration) {
+    tokio::time::sleep(quiet).await;
+    let leases = drain(queue);
+    assert!(leases.is_empty(), "expected no keys on {}, got {:?}", queue.name(), keys(&leases));
+}
