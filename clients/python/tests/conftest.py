@@ -100,7 +100,8 @@ def start_sidecar(sidecar_bin: Path, tmp_path: Path) -> Iterator[StartSidecar]:
         tcp: str = "127.0.0.1:0",
         unix: str | None = None,
     ) -> Sidecar:
-        command = [str(sidecar_bin), "--tcp", tcp, "--log-format", "text", "--log", "info,workqueue_sidecar=debug"]
+        command = [str(sidecar_bin), "--tcp", tcp, "--admin", "off", "--log-format", "text"]
+        command += ["--log", "info,workqueue_sidecar=debug"]
         if unix is not None:
             command += ["--unix", unix]
         if config is not None:
