@@ -139,6 +139,19 @@ async def client(sidecar: Sidecar) -> AsyncIterator[Client]:
         yield connected
 
 
+@pytest.fixture(scope="session")
+def kubeconfig() -> str:
+    """The local control plane's kubeconfig (tests marked k8s); never skipped silently."""
+    path = os.environ.get("WQS_KUBECONFIG")
+    if not path:
+        pytest.fail(
+            "WQS_KUBECONFIG is not set: this test needs the local control plane. Run\n"
+            '    hack/control-plane up; eval "$(hack/control-plane env)"\n'
+            "or hack/test-python, which starts one (hack/test-python --no-k8s leaves these tests out)."
+        )
+    return path
+
+
 async def eventually(check: Callable[[], Awaitable[bool]] | Callable[[], bool], timeout: float = 10.0) -> None:
     """Polls ``check`` until it is true; fails the test after ``timeout`` seconds."""
     deadline = asyncio.get_running_loop().time() + timeout

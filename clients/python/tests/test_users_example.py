@@ -8,7 +8,6 @@ stays Terminating: "deleted" here means it has a deletionTimestamp.
 
 from __future__ import annotations
 
-import os
 import secrets
 import signal
 import subprocess
@@ -35,18 +34,6 @@ SIDECAR_CONFIG = REPO / "deploy" / "overlays" / "users" / "config.yaml"
 CRD = REPO / "deploy" / "crds" / "user.yaml"
 USERS = ("example.com", "v1", "users")
 DISPLAY_NAME_LABEL = "example.com/display-name"
-
-
-@pytest.fixture(scope="session")
-def kubeconfig() -> str:
-    path = os.environ.get("WQS_KUBECONFIG")
-    if not path:
-        pytest.fail(
-            "WQS_KUBECONFIG is not set: this test needs the local control plane. Run\n"
-            '    hack/control-plane up; eval "$(hack/control-plane env)"\n'
-            "or hack/test-python, which starts one."
-        )
-    return path
 
 
 @pytest.fixture(scope="session")
