@@ -175,7 +175,7 @@ async def test_sidecar_sigterm_should_cancel_a_running_reconcile(start_sidecar: 
     assert "queue drained" in sidecar.log()
 
 
-async def test_shut_down_without_drain_should_cancel_and_retry(client: Client) -> None:
+async def test_shut_down_without_drain_should_cancel_and_retry(sidecar: Sidecar, client: Client) -> None:
     started = asyncio.Event()
 
     async def reconcile(request: Request) -> None:
@@ -187,6 +187,10 @@ async def test_shut_down_without_drain_should_cancel_and_retry(client: Client) -
         await asyncio.wait_for(started.wait(), 5)
         await client.shut_down("default")
         await eventually(lambda: _failures(client, "ns/a", 1))
+        # The shut-down queue ends every new stream at once: the worker backs
+        # off (0.1s doubling, jittered) instead of reopening in a tight loop.
+        await asyncio.sleep(2)
+    assert 2 <= sidecar.log().count("work stream opened") <= 8
     state = await client.key_state("default", "ns/a")
     assert state.phase != KeyPhase.HELD
     assert state.last_error.startswith("cancelled: ")

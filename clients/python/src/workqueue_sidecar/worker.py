@@ -106,7 +106,7 @@ class Worker:
                 await stream.serve()
                 return
             except _StreamBroken as broken:
-                if stream.opened:
+                if stream.worked:
                     delay = RECONNECT_INITIAL
                 wait = delay * random.uniform(0.5, 1.0)
                 logger.warning("work stream of queue %r broke: %s; reopening in %.2fs", self.queue, broken, wait)
@@ -122,8 +122,10 @@ class _Stream:
     """One Work stream: Open, leases in, extends and finishes out, half-close at the end."""
 
     worker: Worker
-    #: True once the sidecar answered Opened.
-    opened: bool = False
+    #: True once the stream has handed out a lease: a stream that breaks after
+    #: that is reopened after the shortest wait, one that breaks before backs
+    #: off further (a shut-down queue opens streams and ends them at once).
+    worked: bool = False
     #: Messages for the writer task; None half-closes. Unbounded, but each held
     #: lease puts at most one extend per interval and one finish, so it stays
     #: within a few messages per credit.
@@ -223,7 +225,6 @@ class _Stream:
             logger.debug("ignoring a work response this client does not know: %s", kind)
 
     def _on_opened(self, opened: pb.WorkResponse.Opened) -> None:
-        self.opened = True
         ttl = from_duration(opened.lease_ttl).total_seconds()
         self.extend_every = ttl * EXTEND_FRACTION if ttl > 0 else None
         w = self.worker
@@ -238,6 +239,7 @@ class _Stream:
         )
 
     def _on_lease(self, lease: Lease) -> None:
+        self.worked = True
         if self.stopping:
             logger.debug("stopping: %r goes back to the queue at half-close", lease.key)
             return
