@@ -7,13 +7,17 @@
 //! holder's Lease expired by its own clock: `lease_duration` after it last saw
 //! the Lease change, never by comparing timestamps written on another machine.
 //!
-//! Why no key is ever held by two workers across a handover: the leader that
-//! cannot renew for `renew_deadline` steps down and revokes every lease it
-//! granted; and while elected, leases are capped at `lease_duration -
-//! retry_period`, so even a leader that froze (and told nobody) has no lease
-//! left by the time another replica can take over, `lease_duration` after
-//! its last renewal. Workers must stop working when their lease deadline
-//! passes unextended; the clients in `clients/` do.
+//! Why no key is ever held by two workers across a handover: every renewal
+//! starts a term that ends `renew_deadline` after the renewal request was
+//! sent, and the queues grant nothing after the term's end and let no lease
+//! (granted or extended) outlast it. A leader that froze, or lost its
+//! connection, and told nobody, renewed last at some `r`: all its leases are
+//! over by `r + renew_deadline`, and even on waking it grants nothing more,
+//! while no other replica can take the Lease before `r + lease_duration`. The
+//! difference is the margin for network latency and clock drift. A leader
+//! that sees another holder steps down and revokes its leases at once.
+//! Workers must stop working when their lease deadline passes unextended;
+//! the clients in `clients/` do.
 
 use std::time::Duration;
 
@@ -57,18 +61,16 @@ impl ElectionSettings {
         }
         Ok(())
     }
-
-    /// The longest lease a leader may grant, so that its leases are gone
-    /// before anyone else can take over (see the module docs).
-    pub fn max_work_lease(&self) -> Duration {
-        self.lease_duration - self.retry_period
-    }
 }
 
 /// What the elector tells the rest of the sidecar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Leadership {
-    Leader,
+    /// This replica holds the Lease; told at every renewal, with the end of
+    /// the term the renewal started (nothing is granted past it).
+    Leader {
+        term_ends: Instant,
+    },
     Follower,
 }
 
@@ -99,22 +101,24 @@ impl Elector {
         Elector { api, settings, observed: None }
     }
 
-    /// Runs until `stop` turns true, calling `on_change` on every change of
-    /// leadership (first with `Follower`). On stop, a leader releases the
+    /// Runs until `stop` turns true, calling `on_change` with `Follower` first
+    /// and whenever this replica stops leading, and with `Leader` at every
+    /// successful renewal. On stop, a leader releases the
     /// Lease so another replica takes over at once.
     pub async fn run(mut self, on_change: impl Fn(Leadership), mut stop: watch::Receiver<bool>) {
         let mut leading = false;
         let mut last_renewal = Instant::now();
         on_change(Leadership::Follower);
         loop {
+            let attempt_started = Instant::now();
             match self.try_acquire_or_renew().await {
                 Ok(true) => {
-                    last_renewal = Instant::now();
+                    last_renewal = attempt_started;
                     if !leading {
                         leading = true;
                         info!(identity = %self.settings.identity, lease = %self.settings.lease_name, "became the leader");
-                        on_change(Leadership::Leader);
                     }
+                    on_change(Leadership::Leader { term_ends: attempt_started + self.settings.renew_deadline });
                 }
                 Ok(false) => {
                     if leading {
@@ -260,10 +264,5 @@ mod tests {
         assert!(bad.validate().unwrap_err().contains("lease-duration"));
         let bad = ElectionSettings { retry_period: Duration::from_secs(10), ..settings() };
         assert!(bad.validate().unwrap_err().contains("renew-deadline"));
-    }
-
-    #[test]
-    fn work_leases_should_end_before_another_replica_can_take_over() {
-        assert_eq!(settings().max_work_lease(), Duration::from_secs(13));
     }
 }

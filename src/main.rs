@@ -16,6 +16,7 @@ use workqueue_sidecar::admin::{self, Readiness};
 use workqueue_sidecar::cli::{Cli, LogFormat};
 use workqueue_sidecar::config::Config;
 use workqueue_sidecar::informer::InformerRegistry;
+use workqueue_sidecar::leader::{ElectionSettings, Elector, Leadership, NOT_LEADER};
 use workqueue_sidecar::metrics::{self, Metrics};
 use workqueue_sidecar::queues::QueueRegistry;
 use workqueue_sidecar::{grpc, server};
@@ -68,6 +69,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         return Ok(());
     }
+    let election = election_settings(&cli)?;
     let (informer_specs, bindings): (Vec<_>, Vec<_>) =
         (config.informers.clone(), config.queues.iter().map(|q| (q.name.clone(), q.binding.clone())).collect());
     let metrics = Metrics::new();
@@ -97,10 +99,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let serving = tokio::spawn(server::serve(metrics::instrument(api.routes, &metrics), listeners, stop_rx.clone()));
     if let Some(listener) = admin_listener {
         let router = admin::router(metrics.clone(), queues.clone(), readiness.clone());
-        tokio::spawn(admin::serve(listener, router, stop_rx));
+        tokio::spawn(admin::serve(listener, router, stop_rx.clone()));
     }
     // Closes the informer-fed queues' gates until their caches sync, then watches.
     informers.start().await;
+    if !informers.names().is_empty() {
+        tokio::spawn(report_informer_sync(informers.clone(), readiness.clone()));
+    }
+    let elector = match election {
+        Some(settings) => Some(start_election(&cli, settings, queues.clone(), metrics.clone(), stop_rx.clone()).await?),
+        None => {
+            metrics.leader.set(1);
+            None
+        }
+    };
     info!(queues = ?queues.names(), informers = ?informers.names(), "workqueue-sidecar started");
 
     let signal_name = wait_for_signal().await?;
@@ -111,6 +123,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         info!(%queue, finished = report.finished, returned = report.returned, "queue drained");
     }
     let _ = stop_tx.send(true);
+    // A leader gives its Lease up now, so another replica takes over at once.
+    if let Some(elector) = elector {
+        let _ = tokio::time::timeout(CLOSE_CONNECTIONS_WITHIN, elector).await;
+    }
     // Streams end by themselves once their leases are gone; a client that
     // keeps a connection open must not keep the process alive.
     match tokio::time::timeout(CLOSE_CONNECTIONS_WITHIN, serving).await {
@@ -135,6 +151,75 @@ async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kub
         None => kube::Config::infer().await.context("finding a Kubernetes config (give --kubeconfig)")?,
     };
     kube::Client::try_from(config).context("building the Kubernetes client")
+}
+
+/// Marks the sidecar ready once every informer has synced.
+async fn report_informer_sync(informers: Arc<InformerRegistry>, readiness: Arc<Readiness>) {
+    const CONDITION: &str = "informer caches synced";
+    readiness.require(CONDITION);
+    while !informers.all_synced() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    readiness.set(CONDITION, true);
+}
+
+/// The election's settings from the flags, when `--leader-election` is on.
+fn election_settings(cli: &Cli) -> anyhow::Result<Option<ElectionSettings>> {
+    if !cli.leader_election {
+        return Ok(None);
+    }
+    let identity = match &cli.leader_election_identity {
+        Some(identity) => identity.clone(),
+        None => std::env::var("HOSTNAME")
+            .or_else(|_| std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()))
+            .context("no --leader-election-identity (POD_NAME) and no host name to use instead")?,
+    };
+    let settings = ElectionSettings {
+        namespace: cli.leader_election_namespace.clone(),
+        lease_name: cli.leader_election_lease.clone(),
+        identity,
+        lease_duration: cli.leader_election_lease_duration,
+        renew_deadline: cli.leader_election_renew_deadline,
+        retry_period: cli.leader_election_retry_period,
+    };
+    settings.validate().map_err(anyhow::Error::msg)?;
+    Ok(Some(settings))
+}
+
+/// Holds every queue as a follower, then runs the elector: a leader's queues
+/// grant; a replica that steps down revokes its leases at once.
+async fn start_election(
+    cli: &Cli,
+    settings: ElectionSettings,
+    queues: Arc<QueueRegistry>,
+    metrics: Arc<Metrics>,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    for name in queues.names() {
+        queues.get(name).expect("a listed queue exists").set_hold(NOT_LEADER, true);
+    }
+    metrics.leader.set(0);
+    let client = kube_client(cli.kubeconfig.as_deref()).await?;
+    let elector = Elector::new(client, settings);
+    let on_change = move |leadership: Leadership| {
+        let term_ends = match leadership {
+            Leadership::Leader { term_ends } => Some(term_ends),
+            Leadership::Follower => None,
+        };
+        metrics.leader.set(i64::from(term_ends.is_some()));
+        for name in queues.names() {
+            let queue = queues.get(name).expect("a listed queue exists");
+            queue.set_grant_until(term_ends);
+            queue.set_hold(NOT_LEADER, term_ends.is_none());
+            if term_ends.is_none() {
+                let revoked = queue.revoke_all();
+                if revoked > 0 {
+                    warn!(%name, revoked, "not the leader: held leases revoked, their keys stay queued here");
+                }
+            }
+        }
+    };
+    Ok(tokio::spawn(elector.run(on_change, stop)))
 }
 
 async fn wait_for_signal() -> anyhow::Result<&'static str> {

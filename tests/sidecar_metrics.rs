@@ -5,24 +5,10 @@
 #[path = "support/sidecar.rs"]
 mod sidecar;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use sidecar::Sidecar;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use workqueue_sidecar::grpc::pb::{self, finish_request};
-
-/// A plain HTTP/1.1 GET; returns the status code and the body.
-async fn http_get(address: SocketAddr, path: &str) -> (u16, String) {
-    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    let status = response.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    (status, body)
-}
 
 /// The value of one sample line, `name{labels} value`, or None.
 fn sample(metrics: &str, name_and_labels: &str) -> Option<f64> {
@@ -57,8 +43,8 @@ fn finish(lease: &pb::Lease, outcome: finish_request::Outcome) -> pb::FinishRequ
 async fn metrics_should_count_a_known_workload_exactly() {
     let sidecar = Sidecar::start(&[]);
     let mut client = sidecar.client().await;
-    assert_eq!(http_get(sidecar.admin, "/healthz").await.0, 200);
-    assert_eq!(http_get(sidecar.admin, "/readyz").await.0, 200, "no informers: ready at once");
+    assert_eq!(sidecar.admin_get("/healthz").await.0, 200);
+    assert_eq!(sidecar.admin_get("/readyz").await.0, 200, "no informers: ready at once");
 
     // 3 adds; a re-add of a queued key merges and is not counted (client-go's rule).
     client.add(add(&["a", "b", "c"])).await.unwrap();
@@ -81,7 +67,7 @@ async fn metrics_should_count_a_known_workload_exactly() {
         client.key_state(pb::KeyStateRequest { queue: "default".into(), key: expired_key.clone() }).await.unwrap();
     assert_eq!(state.into_inner().failures, 1);
 
-    let (status, metrics) = http_get(sidecar.admin, "/metrics").await;
+    let (status, metrics) = sidecar.admin_get("/metrics").await;
     assert_eq!(status, 200);
     let q = r#"{name="default"}"#;
     let value =
@@ -110,7 +96,7 @@ async fn held_work_should_show_in_the_processing_gauges() {
     client.add(add(&["slow"])).await.unwrap();
     let _lease = client.get(get(1, None)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let (_, metrics) = http_get(sidecar.admin, "/metrics").await;
+    let (_, metrics) = sidecar.admin_get("/metrics").await;
     let longest = sample(&metrics, r#"workqueue_longest_running_processor_seconds{name="default"}"#).unwrap();
     assert!(longest >= 0.3, "longest running {longest}");
     assert_eq!(sample(&metrics, r#"workqueue_sidecar_leases_held{name="default"}"#), Some(1.0));
@@ -124,7 +110,7 @@ async fn readyz_should_fail_once_shutting_down() {
     let _lease = client.get(get(1, None)).await.unwrap();
     sidecar.send_signal("TERM");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let (status, body) = http_get(sidecar.admin, "/readyz").await;
+    let (status, body) = sidecar.admin_get("/readyz").await;
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("shutting down"));
 }

@@ -23,6 +23,9 @@ use super::spec::{InformerSpec, QueueBinding};
 use super::watch;
 use crate::queues::{Queue, QueueRegistry};
 
+/// The hold a queue carries until every informer it uses has synced.
+pub const CACHES_SYNCING: &str = "caches syncing";
+
 pub struct InformerRegistry {
     informers: HashMap<String, Arc<SharedInformer>>,
     /// Names in config order.
@@ -136,7 +139,7 @@ impl InformerRegistry {
     pub async fn start(&self) {
         let Some(client) = &self.client else { return };
         for (queue, _) in &self.gated {
-            queue.set_granting(false);
+            queue.set_hold(CACHES_SYNCING, true);
         }
         let mut tasks = Vec::new();
         for name in &self.names {
@@ -156,7 +159,7 @@ impl InformerRegistry {
                         let mut synced = informer.synced_watch();
                         let _ = synced.wait_for(|s| *s).await;
                     }
-                    queue.set_granting(true);
+                    queue.set_hold(CACHES_SYNCING, false);
                     info!(queue = %queue.name(), "informers synced; queue hands out keys");
                 })
                 .abort_handle(),

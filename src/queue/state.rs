@@ -106,6 +106,9 @@ pub(crate) struct QueueState<K> {
     /// Why keys are not handed out right now (caches still syncing, not the
     /// leader, ...): granting happens only while this is empty.
     holds: SmallVec<[&'static str; 2]>,
+    /// Nothing is granted from this instant on, and no lease outlives it:
+    /// the end of the leader's current term when leader election is on.
+    grant_until: Option<Instant>,
     /// Set by a shutdown without drain: extends tell workers to stop.
     cancel_held: bool,
     /// Keys that became ready since the last `take_wakeups`.
@@ -140,6 +143,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             tokens: TokenSource::new(),
             shutting_down: false,
             holds: SmallVec::new(),
+            grant_until: None,
             cancel_held: false,
             wakeups: 0,
             leases_lost: 0,
@@ -341,13 +345,13 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     /// Takes the next ready key and leases it to `holder`, if any is ready and
     /// the queue is still granting.
     pub(crate) fn grant(&mut self, holder: &Holder, ttl: Option<Duration>, now: Instant) -> Option<Lease<K>> {
-        if self.shutting_down || !self.holds.is_empty() {
+        if self.shutting_down || !self.holds.is_empty() || self.grant_until.is_some_and(|until| now >= until) {
             return None;
         }
         let popped = self.ready.pop(now, self.settings.max_wait)?;
         let slot = popped.slot;
         let token = self.tokens.next();
-        let deadline = now + self.lease_ttl(ttl);
+        let deadline = self.lease_deadline(ttl, now);
         self.leases.insert((deadline, token), slot);
         self.note_deadline(deadline);
         let entry = &mut self.entries[slot];
@@ -367,6 +371,13 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             enqueued_at,
             granted_at: now,
         })
+    }
+
+    /// When a lease granted or extended now ends: its time to live, but never
+    /// past `grant_until`.
+    fn lease_deadline(&self, asked: Option<Duration>, now: Instant) -> Instant {
+        let deadline = now + self.lease_ttl(asked);
+        self.grant_until.map_or(deadline, |until| deadline.min(until))
     }
 
     fn lease_ttl(&self, asked: Option<Duration>) -> Duration {
@@ -421,13 +432,14 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         Q: Hash + Eq + ?Sized,
     {
         let slot = self.held_slot(key, token).inspect_err(|_| self.observer.stale_token())?;
-        let deadline = now + self.lease_ttl(ttl);
+        let deadline = self.lease_deadline(ttl, now).max(now);
         let Phase::Held(held) = &mut self.entries[slot].phase else { unreachable!("held_slot checked the phase") };
         self.leases.remove(&(held.deadline, token));
         held.deadline = deadline;
         self.leases.insert((deadline, token), slot);
         self.note_deadline(deadline);
-        Ok(LeaseRenewal { deadline, cancel: self.cancel_held })
+        // A deadline that cannot move forward (the leader's term ended) means stop.
+        Ok(LeaseRenewal { deadline, cancel: self.cancel_held || deadline <= now })
     }
 
     /// Returns every lease of `holder` to the queue, as failures; how many.
@@ -644,6 +656,17 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             self.holds.retain(|h| *h != hold);
         }
         if !was_granting && self.holds.is_empty() {
+            self.wakeups += self.ready.len();
+        }
+    }
+
+    /// Sets (or clears) the instant from which nothing is granted and past
+    /// which no lease lasts; moving it later wakes a waiter per ready key.
+    pub(crate) fn set_grant_until(&mut self, until: Option<Instant>, now: Instant) {
+        let was_open = self.grant_until.is_none_or(|u| now < u);
+        self.grant_until = until;
+        let is_open = until.is_none_or(|u| now < u);
+        if !was_open && is_open {
             self.wakeups += self.ready.len();
         }
     }

@@ -276,10 +276,12 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         self.with_state(|state, _| state.set_hold(hold, held));
     }
 
-    /// Closes (`false`) or opens the gate with one anonymous hold. Kept until
-    /// every caller names its hold with `set_hold`.
-    pub fn set_granting(&self, granting: bool) {
-        self.set_hold("closed", !granting);
+    /// From `until` on, nothing is granted, and no lease (granted or
+    /// extended) lasts past it; `None` lifts the bound. Leader election sets
+    /// it to the end of the current term at every renewal, so a leader that
+    /// froze and wakes up grants nothing before it learns it lost the Lease.
+    pub fn set_grant_until(&self, until: Option<Instant>) {
+        self.with_state(|state, now| state.set_grant_until(until, now));
     }
 
     /// The holds on granting now; empty while keys are handed out.

@@ -564,3 +564,21 @@ async fn holds_should_stop_granting_until_the_last_is_lifted() {
     assert_eq!(assert_ready!(get.poll()).unwrap().key, "a");
     assert!(q.holds().is_empty());
 }
+
+#[tokio::test(start_paused = true)]
+async fn grant_until_should_bound_grants_and_lease_deadlines() {
+    let q = queue();
+    let term_end = Instant::now() + Duration::from_secs(10);
+    q.set_grant_until(Some(term_end));
+    add(&q, "a", 0);
+    let lease = take(&q).unwrap();
+    assert_eq!(lease.deadline, term_end, "no lease outlives the term");
+    advance(Duration::from_secs(9)).await;
+    let renewal = q.extend(&lease.key, lease.token, None).unwrap();
+    assert_eq!((renewal.deadline, renewal.cancel), (term_end, false));
+    add(&q, "b", 0);
+    advance(Duration::from_secs(1)).await;
+    assert_eq!(take(&q), None, "nothing is granted once the term ended");
+    q.set_grant_until(Some(Instant::now() + Duration::from_secs(10)));
+    assert_eq!(take_key(&q).as_deref(), Some("b"), "a renewed term grants again");
+}

@@ -93,6 +93,25 @@ impl Sidecar {
         }
     }
 
+    /// GET on the admin port: the status code and the body.
+    pub async fn admin_get(&self, path: &str) -> (u16, String) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(self.admin).await.unwrap();
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", self.admin);
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        let status = response.split_whitespace().nth(1).unwrap().parse().unwrap();
+        let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+        (status, body)
+    }
+
+    /// The value of one metric sample, `name{labels}` exactly as exposed.
+    pub async fn metric(&self, name_and_labels: &str) -> Option<f64> {
+        let (_, body) = self.admin_get("/metrics").await;
+        body.lines().find_map(|line| line.strip_prefix(name_and_labels)?.trim().parse().ok())
+    }
+
     pub fn logs(&self) -> String {
         self.logs.lock().unwrap().join("\n")
     }
