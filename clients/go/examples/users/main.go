@@ -49,6 +49,9 @@ func run(ctx context.Context, log *slog.Logger, sidecar, queue, users, namespace
 	if err != nil {
 		return err
 	}
+	// client-go's default 5 qps would pace the writes (two per new User);
+	// controller-runtime's defaults are 20 and 30.
+	config.QPS, config.Burst = 50, 100
 	kube, err := kubernetes.NewForConfig(config)
 	if err != nil {
 		return err
