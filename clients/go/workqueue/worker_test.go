@@ -498,3 +498,39 @@ func TestRunReconnectsAfterTheSidecarRestarts(t *testing.T) {
 	})
 	t.Logf("worker took a key %s after the new sidecar started", time.Since(restarted).Round(time.Millisecond))
 }
+
+func TestRunKeepsConcurrencyAcrossAReconnect(t *testing.T) {
+	socket := t.TempDir() + "/wq.sock"
+	first := startSidecar(t, "--unix", socket, "--tcp", "off")
+	q := dial(t, first).Queue("default")
+	release := make(chan struct{})
+	rec := newRecorder(func(ctx context.Context, req workqueue.Request, _ int) (workqueue.Result, error) {
+		if req.Key == "stubborn" {
+			<-release // ignores its cancelled context
+		}
+		return workqueue.Result{}, nil
+	})
+	runWorker(t, q, 1, rec, workqueue.WithReconnectBackoff(50*time.Millisecond, 500*time.Millisecond))
+	if err := q.Add(context.Background(), "stubborn"); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitStarted(t, 5*time.Second)
+	first.Signal(syscall.SIGKILL)
+	startSidecar(t, "--unix", socket, "--tcp", "off")
+	eventually(t, 10*time.Second, "an add to the new sidecar", func() bool {
+		return q.Add(context.Background(), "next") == nil
+	})
+	// The new stream opened with no credit: the stubborn reconcile still
+	// holds the worker's only slot.
+	time.Sleep(500 * time.Millisecond)
+	if n := len(rec.of("next")); n != 0 {
+		t.Fatalf("a second reconcile started while the first still ran (concurrency 1)")
+	}
+	if st := keyState(t, q, "next"); st.State != workqueue.KeyQueued {
+		t.Errorf("next is %s; want queued, not leased to a worker without a free slot", st.State)
+	}
+	close(release)
+	eventually(t, 5*time.Second, "the freed slot to become a credit and take the next key", func() bool {
+		return len(rec.of("next")) == 1
+	})
+}
