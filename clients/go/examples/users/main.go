@@ -3,7 +3,7 @@
 // made for them and queues User names; this worker reads through the
 // sidecar's cache and writes with client-go.
 //
-//	users --sidecar unix:///var/run/wq/sock --queue users --concurrency 4
+//	users --sidecar unix:///run/workqueue-sidecar/grpc.sock --queue users --concurrency 4
 //
 // The Kubernetes credentials come from $KUBECONFIG, or the pod's service
 // account in a cluster.
@@ -28,7 +28,7 @@ import (
 )
 
 func main() {
-	sidecar := flag.String("sidecar", envOr("WQS_TARGET", "unix:///var/run/workqueue-sidecar/grpc.sock"), "the sidecar's address: unix:///path or 127.0.0.1:PORT")
+	sidecar := flag.String("sidecar", envOr("WORKQUEUE_SIDECAR_TARGET", "unix:///run/workqueue-sidecar/grpc.sock"), "the sidecar's address: unix:///path or 127.0.0.1:PORT (env WORKQUEUE_SIDECAR_TARGET, as deploy/base sets it)")
 	queue := flag.String("queue", "users", "the sidecar's queue of User names")
 	users := flag.String("users-informer", "users", "the sidecar's informer of Users")
 	namespaces := flag.String("namespaces-informer", "namespaces", "the sidecar's informer of the Namespaces made here")
