@@ -187,7 +187,11 @@ func (s *session) onLease(l *workqueuev1.Lease) {
 	}
 	ctx, cancel := context.WithCancelCause(s.base)
 	h := &held{key: l.GetKey(), token: l.GetToken(), ctx: ctx, cancel: cancel}
-	h.deadline.Store(received.Add(l.GetTtl().AsDuration()).UnixNano())
+	ttl := l.GetTtl().AsDuration()
+	if ttl <= 0 {
+		ttl = 3 * s.extendEvery // the stream's TTL, from Opened
+	}
+	h.deadline.Store(received.Add(ttl).UnixNano())
 	s.leases[h.token] = h
 	s.running.Add(1)
 	s.mu.Unlock()
