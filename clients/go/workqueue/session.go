@@ -53,10 +53,11 @@ type session struct {
 
 // held is one lease the session holds.
 type held struct {
-	key    string
-	token  uint64
-	ctx    context.Context
-	cancel context.CancelCauseFunc
+	key      string
+	token    uint64
+	failures uint32 // the key's failures when leased, for logs
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
 	// lost: the lease ended without this worker; no Finish is sent.
 	lost atomic.Bool
 	// deadline is the lease's end by the local clock, in Unix nanoseconds.
@@ -186,7 +187,7 @@ func (s *session) onLease(l *workqueuev1.Lease) {
 		return
 	}
 	ctx, cancel := context.WithCancelCause(s.base)
-	h := &held{key: l.GetKey(), token: l.GetToken(), ctx: ctx, cancel: cancel}
+	h := &held{key: l.GetKey(), token: l.GetToken(), failures: l.GetFailures(), ctx: ctx, cancel: cancel}
 	ttl := l.GetTtl().AsDuration()
 	if ttl <= 0 {
 		ttl = 3 * s.extendEvery // the stream's TTL, from Opened
@@ -321,12 +322,12 @@ func (s *session) extend(h *held) {
 
 func (s *session) finish(h *held, o outcome) {
 	log := s.w.log
-	if o.err != nil {
-		log.Error("reconcile failed", "key", h.key, "err", o.err)
-	}
 	if h.lost.Load() {
-		log.Info("reconcile returned after its lease was lost; result discarded", "key", h.key)
+		log.Info("reconcile returned after its lease was lost; result discarded", "key", h.key, "err", o.err)
 		return
+	}
+	if o.err != nil {
+		log.Error("reconcile failed", "key", h.key, "failures_before", h.failures, "err", o.err)
 	}
 	finish := &workqueuev1.WorkRequest_Finish{Key: h.key, Token: h.token}
 	switch {
