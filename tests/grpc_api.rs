@@ -145,6 +145,7 @@ async fn add_after_and_add_rate_limited_should_delay_and_count() {
         .into_inner();
     assert_eq!(state.state, pb::KeyState::Waiting as i32);
     assert!(state.waiting_until.is_some());
+    assert_eq!(state.reasons[0].kind, pb::ReasonKind::RequeueAfter as i32, "AddAfter's documented reason");
 
     let req = pb::AddRateLimitedRequest {
         queue: "default".into(),
@@ -155,6 +156,9 @@ async fn add_after_and_add_rate_limited_should_delay_and_count() {
     let first = s.client.add_rate_limited(req.clone()).await.unwrap().into_inner();
     let second = s.client.add_rate_limited(req).await.unwrap().into_inner();
     assert_eq!(first.keys[0].failures, 1);
+    let flaky = pb::KeyStateRequest { queue: "default".into(), key: "flaky".into() };
+    let state = s.client.key_state(flaky).await.unwrap().into_inner();
+    assert_eq!(state.reasons[0].kind, pb::ReasonKind::Retry as i32, "AddRateLimited's documented reason");
     assert_eq!(second.keys[0].failures, 2);
     assert_eq!(second.keys[0].delay, Some(prost_types::Duration { seconds: 0, nanos: 10_000_000 }));
     let requeues = |key: &str| pb::NumRequeuesRequest { queue: "default".into(), key: key.into() };

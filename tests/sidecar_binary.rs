@@ -189,3 +189,25 @@ fn remote_address_should_need_allow_remote() {
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("--allow-remote"));
 }
+
+#[tokio::test]
+async fn health_should_keep_the_server_alive_but_the_queue_not_serving_during_a_drain() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+
+    let sidecar = Sidecar::start(&["--grace-period", "3s"]);
+    let mut client = sidecar.client().await;
+    client.add(add(&["held"])).await.unwrap();
+    let _lease = client.get(get(Duration::from_secs(1), None)).await.unwrap();
+    let channel = tonic::transport::Channel::from_shared(sidecar.endpoint()).unwrap().connect().await.unwrap();
+    let mut health = HealthClient::new(channel);
+    let status = async |health: &mut HealthClient<tonic::transport::Channel>, service: &str| {
+        let request = HealthCheckRequest { service: service.into() };
+        ServingStatus::try_from(health.check(request).await.unwrap().into_inner().status).unwrap()
+    };
+    assert_eq!(status(&mut health, "workqueue.v1.WorkQueueService").await, ServingStatus::Serving);
+    sidecar.send_signal("TERM");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(status(&mut health, "").await, ServingStatus::Serving, "liveness: alive while draining");
+    assert_eq!(status(&mut health, "workqueue.v1.WorkQueueService").await, ServingStatus::NotServing);
+}

@@ -70,9 +70,11 @@ pub async fn api(
     Ok(Api { routes, health })
 }
 
-/// Marks every service as not serving, for the start of a shutdown.
+/// Marks the queue and cache services as not serving, for the start of a
+/// shutdown. The server as a whole (the empty service name) stays SERVING
+/// while the process runs: it is what a liveness probe asks, and a drain
+/// must not get the sidecar killed before its grace period ends.
 pub async fn set_not_serving(health: &HealthReporter) {
     health.set_not_serving::<WorkQueueServiceServer<WorkQueueApi>>().await;
     health.set_not_serving::<CacheServiceServer<CacheApi>>().await;
-    health.set_service_status("", tonic_health::ServingStatus::NotServing).await;
 }

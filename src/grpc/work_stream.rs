@@ -101,6 +101,9 @@ async fn run(
         None => return Ok(()),
     };
     let queue = queues.get(&open.queue).ok_or_else(|| ApiError::UnknownQueue(open.queue.clone()))?.clone();
+    if queue.is_shutting_down() {
+        return Err(ApiError::from(QueueError::ShuttingDown).into());
+    }
     validate::worker(&open.worker)?;
     let ttl = validate::duration("open.lease_ttl", open.lease_ttl)?;
     let id = STREAM_IDS.fetch_add(1, Ordering::Relaxed);

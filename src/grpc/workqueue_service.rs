@@ -46,9 +46,11 @@ fn priority(asked: Option<i32>) -> i32 {
     asked.unwrap_or(crate::queue::PRIORITY_FAST)
 }
 
-/// A manual add's reason; the free-form text names where it came from.
-fn manual_reason(text: &str) -> Reason {
-    Reason::new(ReasonKind::Manual, text)
+/// An add's reason, of the kind the proto documents for that call (Add:
+/// MANUAL, AddAfter: REQUEUE_AFTER, AddRateLimited: RETRY); the free-form
+/// text names where it came from.
+fn reason(kind: ReasonKind, text: &str) -> Reason {
+    Reason::new(kind, text)
 }
 
 /// A finish outcome from the wire; shared by unary `Finish` and the stream's.
@@ -76,7 +78,7 @@ impl WorkQueueService for WorkQueueApi {
         let req = request.into_inner();
         let queue = self.queue(&req.queue)?;
         validate::keys(&req.keys)?;
-        let reason = manual_reason(&req.reason);
+        let reason = reason(ReasonKind::Manual, &req.reason);
         for key in req.keys {
             queue.add(Arc::from(key), priority(req.priority), reason.clone()).map_err(ApiError::from)?;
         }
@@ -88,7 +90,7 @@ impl WorkQueueService for WorkQueueApi {
         let queue = self.queue(&req.queue)?;
         validate::keys(&req.keys)?;
         let delay = validate::duration("delay", req.delay)?.unwrap_or_default();
-        let reason = manual_reason(&req.reason);
+        let reason = reason(ReasonKind::RequeueAfter, &req.reason);
         for key in req.keys {
             queue.add_after(Arc::from(key), delay, priority(req.priority), reason.clone()).map_err(ApiError::from)?;
         }
@@ -99,7 +101,7 @@ impl WorkQueueService for WorkQueueApi {
         let req = request.into_inner();
         let queue = self.queue(&req.queue)?;
         validate::keys(&req.keys)?;
-        let reason = manual_reason(&req.reason);
+        let reason = reason(ReasonKind::Retry, &req.reason);
         let mut keys = Vec::with_capacity(req.keys.len());
         for key in req.keys {
             let (delay, failures) = queue

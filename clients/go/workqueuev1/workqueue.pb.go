@@ -2073,7 +2073,8 @@ type KeyStateResponse struct {
 	WaitingUntil *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=waiting_until,json=waitingUntil,proto3" json:"waiting_until,omitempty"`
 	// HELD: the lease's deadline.
 	HeldUntil *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=held_until,json=heldUntil,proto3" json:"held_until,omitempty"`
-	// HELD: the worker name of the lease's holder.
+	// HELD: the lease's holder: the worker name given to Get, or for a Work
+	// stream "<worker>#<stream number>" (each stream is its own holder).
 	Holder string `protobuf:"bytes,9,opt,name=holder,proto3" json:"holder,omitempty"`
 	// HELD: the key was added again while held and will be queued again when
 	// the lease ends.
