@@ -105,8 +105,8 @@ func TestRunSuccessForgetsTheKeyAndItsFailures(t *testing.T) {
 	})
 	runWorker(t, q, 1, rec)
 	req := rec.waitStarted(t, 5*time.Second)
-	if req.Key != "ns/a" || req.Failures != 2 {
-		t.Errorf("request = %+v; want key ns/a with 2 failures", req)
+	if req.Key != "ns/a" || req.Failures != 2 || !req.Has(workqueue.ReasonRetry) {
+		t.Errorf("request = %+v; want key ns/a, 2 failures, reason retry", req)
 	}
 	eventually(t, 5*time.Second, "the key to be finished", func() bool {
 		return keyState(t, q, "ns/a").State == workqueue.KeyAbsent
