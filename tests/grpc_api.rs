@@ -153,6 +153,15 @@ async fn add_after_and_add_rate_limited_should_delay_and_count() {
         priority: None,
         reason: String::new(),
     };
+    let twice = pb::AddRateLimitedRequest {
+        queue: "default".into(),
+        keys: vec!["dup".into(), "dup".into()],
+        priority: None,
+        reason: String::new(),
+    };
+    let answer = s.client.add_rate_limited(twice).await.unwrap().into_inner();
+    assert_eq!(answer.keys.len(), 1, "duplicates in a batch count once");
+    assert_eq!(answer.keys[0].failures, 1);
     let first = s.client.add_rate_limited(req.clone()).await.unwrap().into_inner();
     let second = s.client.add_rate_limited(req).await.unwrap().into_inner();
     assert_eq!(first.keys[0].failures, 1);

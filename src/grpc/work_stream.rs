@@ -102,6 +102,7 @@ async fn run(
     };
     let queue = queues.get(&open.queue).ok_or_else(|| ApiError::UnknownQueue(open.queue.clone()))?.clone();
     if queue.is_shutting_down() {
+        debug!(queue = %queue.name(), "work stream refused: the queue is shutting down");
         return Err(ApiError::from(QueueError::ShuttingDown).into());
     }
     validate::worker(&open.worker)?;

@@ -103,7 +103,9 @@ impl WorkQueueService for WorkQueueApi {
         validate::keys(&req.keys)?;
         let reason = reason(ReasonKind::Retry, &req.reason);
         let mut keys = Vec::with_capacity(req.keys.len());
-        for key in req.keys {
+        // Duplicates in the batch count once (one failure, one entry), as the proto says.
+        let mut seen = std::collections::HashSet::with_capacity(req.keys.len());
+        for key in req.keys.into_iter().filter(|key| seen.insert(key.clone())) {
             let (delay, failures) = queue
                 .add_rate_limited(Arc::from(key.as_str()), priority(req.priority), reason.clone())
                 .map_err(ApiError::from)?;

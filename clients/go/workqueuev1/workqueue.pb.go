@@ -1632,8 +1632,10 @@ func (x *ExtendRequest) GetTtl() *durationpb.Duration {
 // ExtendResponse carries the lease's deadline after the call.
 type ExtendResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The lease's deadline, in the sidecar's wall clock (unchanged when the
-	// sidecar no longer extends leases, e.g. while shutting down).
+	// The lease's deadline, in the sidecar's wall clock. Leases are extended
+	// during a drain too. Under leader election the deadline never passes the
+	// end of the leader's current term; once that term has ended it does not
+	// move, and cancel is true.
 	Deadline *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	// The time left until deadline, for workers whose clocks disagree with the
 	// sidecar's.
