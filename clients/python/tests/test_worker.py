@@ -151,6 +151,37 @@ async def test_a_lost_lease_should_cancel_its_reconcile(start_sidecar: StartSide
     assert calls.requests[1].failures == 1
 
 
+async def test_a_frozen_sidecar_should_cancel_the_reconcile_at_its_lease_deadline(
+    start_sidecar: StartSidecar,
+) -> None:
+    # A sidecar that stops answering (frozen, or cut off) can no longer extend
+    # the lease; past the deadline the key may be another worker's, so the
+    # worker must stop on its own clock.
+    sidecar = start_sidecar(config=SHORT_LEASES)
+    started = asyncio.Event()
+    cancelled_after: list[float] = []
+
+    async def reconcile(request: Request) -> None:
+        started.set()
+        begun = time.monotonic()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled_after.append(time.monotonic() - begun)
+            raise
+
+    async with Client.connect(sidecar.target) as client:
+        await client.add("default", "ns/a")
+        async with running(client, "default", reconcile):
+            await asyncio.wait_for(started.wait(), 5)
+            sidecar.signal(signal.SIGSTOP)
+            try:
+                await eventually(lambda: bool(cancelled_after), timeout=5)
+            finally:
+                sidecar.signal(signal.SIGCONT)
+    assert cancelled_after[0] < 2.5, f"cancelled {cancelled_after[0]:.2f}s in, the lease was 1s plus one extension"
+
+
 async def test_sidecar_sigterm_should_cancel_a_running_reconcile(start_sidecar: StartSidecar) -> None:
     sidecar = start_sidecar(args=["--grace-period", "1s"])
     started = asyncio.Event()

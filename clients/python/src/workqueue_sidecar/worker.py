@@ -55,6 +55,10 @@ class _Held:
     """A lease this stream is working on."""
 
     request: Request
+    #: When the lease ends by this process's monotonic clock (loop.time()),
+    #: unless an extension moves it: past it, the worker stops on the key,
+    #: because the sidecar may already have handed it to another worker.
+    deadline: float = 0.0
     #: The reconcile's task, once started.
     task: asyncio.Task[Result | None] | None = None
     #: Why the lease ended on the sidecar's side (revoked, extend refused): the
@@ -244,6 +248,7 @@ class _Stream:
             logger.debug("stopping: %r goes back to the queue at half-close", lease.key)
             return
         held = _Held(Request.from_lease(self.worker.queue, lease))
+        held.deadline = asyncio.get_running_loop().time() + lease.ttl.total_seconds()
         self.held[lease.token] = held
         if self.extend_every is None and lease.ttl.total_seconds() > 0:
             self.extend_every = lease.ttl.total_seconds() * EXTEND_FRACTION
@@ -257,7 +262,9 @@ class _Stream:
             return  # finished meanwhile
         if extended.code:
             self._lose(held, f"extend refused (code {extended.code}): {extended.message}")
-        elif extended.cancel:
+            return
+        held.deadline = asyncio.get_running_loop().time() + from_duration(extended.ttl).total_seconds()
+        if extended.cancel:
             self._cancel(held, "the sidecar asked to stop (queue shutting down or leadership lost)")
 
     def _lose(self, held: _Held, why: str) -> None:
@@ -276,10 +283,23 @@ class _Stream:
         request = held.request
         task = held.task = asyncio.create_task(self._reconcile(request))
         try:
+            loop = asyncio.get_running_loop()
             while not task.done():
-                await asyncio.wait({task}, timeout=self.extend_every)
-                if not task.done() and held.lost is None and not held.abandoned:
-                    self.send(pb.WorkRequest(extend=pb.WorkRequest.Extend(key=request.key, token=request.token)))
+                if held.lost is not None or held.abandoned:
+                    # Not ours to extend any more: wait for the reconcile to unwind.
+                    await asyncio.wait({task}, timeout=self.extend_every or 1.0)
+                    continue
+                left = held.deadline - loop.time()
+                wait = left if self.extend_every is None else min(self.extend_every, left)
+                await asyncio.wait({task}, timeout=max(wait, 0.0))
+                if task.done() or held.lost is not None or held.abandoned:
+                    continue
+                if loop.time() >= held.deadline:
+                    # No extension arrived in time (the sidecar froze or is
+                    # unreachable): the key may be someone else's by now.
+                    self._lose(held, "the lease deadline passed without an extension")
+                    continue
+                self.send(pb.WorkRequest(extend=pb.WorkRequest.Extend(key=request.key, token=request.token)))
         except asyncio.CancelledError:
             # The stream is going away, and its leases with it.
             held.interrupt()
