@@ -211,3 +211,27 @@ async fn health_should_keep_the_server_alive_but_the_queue_not_serving_during_a_
     assert_eq!(status(&mut health, "").await, ServingStatus::Serving, "liveness: alive while draining");
     assert_eq!(status(&mut health, "workqueue.v1.WorkQueueService").await, ServingStatus::NotServing);
 }
+
+#[test]
+fn json_logs_should_carry_fixed_messages_with_fields() {
+    use std::io::{BufRead, BufReader};
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar"))
+        .args(["--log-format", "json", "--tcp", "127.0.0.1:0", "--admin", "off"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let listening = lines
+        .map_while(Result::ok)
+        .map(|line| {
+            serde_json::from_str::<serde_json::Value>(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+        })
+        .find(|entry| entry["fields"]["message"] == "listening")
+        .expect("a listening entry");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(listening["level"], "INFO");
+    assert_eq!(listening["fields"]["transport"], "tcp");
+    let address: std::net::SocketAddr = listening["fields"]["address"].as_str().unwrap().parse().unwrap();
+    assert!(address.ip().is_loopback());
+}
