@@ -42,6 +42,8 @@ pub struct SharedInformer {
     seen_version: watch::Sender<u64>,
     /// Objects the watch sent that could not be stored (should stay 0).
     dropped: AtomicU64,
+    /// Lists completed: 1 after the first, one more per relist (after a 410 or an expired watch).
+    lists_done: AtomicU64,
 }
 
 impl SharedInformer {
@@ -59,6 +61,7 @@ impl SharedInformer {
             synced: watch::Sender::new(false),
             seen_version: watch::Sender::new(0),
             dropped: AtomicU64::new(0),
+            lists_done: AtomicU64::new(0),
         }
     }
 
@@ -115,6 +118,7 @@ impl SharedInformer {
             self.deliver(Change::Deleted { last });
         }
         *self.phase.lock() = Phase::Watching;
+        self.lists_done.fetch_add(1, Ordering::Relaxed);
         self.synced.send_if_modified(|synced| !std::mem::replace(synced, true));
     }
 
@@ -204,6 +208,11 @@ impl SharedInformer {
 
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// How many lists have completed: 1 after the first, one more per relist.
+    pub fn lists_done(&self) -> u64 {
+        self.lists_done.load(Ordering::Relaxed)
     }
 
     /// Waits up to `wait` for the first list to finish.
