@@ -15,23 +15,11 @@ use workqueue_sidecar::grpc::pb::work_queue_service_client::WorkQueueServiceClie
 use workqueue_sidecar::grpc::pb::{self, work_request, work_response};
 
 fn add(keys: &[&str]) -> pb::AddRequest {
-    pb::AddRequest {
-        queue: "default".into(),
-        keys: keys.iter().map(|k| k.to_string()).collect(),
-        priority: None,
-        reason: String::new(),
-    }
+    sidecar::add_request(keys)
 }
 
 fn get(wait: Duration, ttl: Option<Duration>) -> pb::GetRequest {
-    pb::GetRequest {
-        queue: "default".into(),
-        worker: "unary".into(),
-        max_keys: 1,
-        wait: Some(wait.try_into().unwrap()),
-        lease_ttl: ttl.map(|t| t.try_into().unwrap()),
-        include_object: false,
-    }
+    sidecar::get_request(1, wait, ttl)
 }
 
 /// A streaming worker on its own connection, so dropping it closes the socket like a crash.

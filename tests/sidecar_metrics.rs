@@ -16,23 +16,11 @@ fn sample(metrics: &str, name_and_labels: &str) -> Option<f64> {
 }
 
 fn add(keys: &[&str]) -> pb::AddRequest {
-    pb::AddRequest {
-        queue: "default".into(),
-        keys: keys.iter().map(|k| k.to_string()).collect(),
-        priority: None,
-        reason: String::new(),
-    }
+    sidecar::add_request(keys)
 }
 
 fn get(max_keys: u32, ttl: Option<Duration>) -> pb::GetRequest {
-    pb::GetRequest {
-        queue: "default".into(),
-        worker: "metrics-test".into(),
-        max_keys,
-        wait: Some(Duration::from_secs(1).try_into().unwrap()),
-        lease_ttl: ttl.map(|t| t.try_into().unwrap()),
-        include_object: false,
-    }
+    sidecar::get_request(max_keys, Duration::from_secs(1), ttl)
 }
 
 fn finish(lease: &pb::Lease, outcome: finish_request::Outcome) -> pb::FinishRequest {

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tonic::transport::Channel;
-use workqueue_sidecar::grpc::pb::work_queue_service_client::WorkQueueServiceClient;
+use workqueue_sidecar::grpc::pb::{self, work_queue_service_client::WorkQueueServiceClient};
 
 pub struct Sidecar {
     child: Child,
@@ -121,5 +121,28 @@ impl Drop for Sidecar {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// An Add of `keys` on the queue "default".
+pub fn add_request(keys: &[&str]) -> pb::AddRequest {
+    pb::AddRequest {
+        queue: "default".into(),
+        keys: keys.iter().map(|k| k.to_string()).collect(),
+        priority: None,
+        reason: String::new(),
+    }
+}
+
+/// A unary Get on the queue "default": up to `max_keys`, waiting up to `wait`,
+/// with the queue's lease time unless `ttl` is given.
+pub fn get_request(max_keys: u32, wait: Duration, ttl: Option<Duration>) -> pb::GetRequest {
+    pb::GetRequest {
+        queue: "default".into(),
+        worker: "test".into(),
+        max_keys,
+        wait: Some(wait.try_into().unwrap()),
+        lease_ttl: ttl.map(|t| t.try_into().unwrap()),
+        include_object: false,
     }
 }
