@@ -6,7 +6,6 @@
 //! async `WorkQueue` wraps this in a mutex; tests drive it directly with
 //! explicit instants.
 
-use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 use std::sync::Arc;
@@ -17,13 +16,15 @@ use smallvec::SmallVec;
 use tokio::time::Instant;
 
 use super::error::QueueError;
-use super::introspect::{DirtyStatus, KeyPhase, KeyStatus, QueueCounts};
-use super::lease::{FinishOutcome, Holder, Lease, LeaseRenewal, LeaseToken, TokenSource};
-use super::observer::{LeaseEndKind, QueueObserver};
+use super::lease::{Holder, Lease, LeaseToken, TokenSource};
+use super::observer::QueueObserver;
 use super::priority::{ReadyLanes, ReadyPlace, Slot};
 use super::rate_limit::RateLimiter;
 use super::reason::{Reason, ReasonKind, ReasonSet};
 use super::settings::QueueSettings;
+
+mod inspect;
+mod lease_end;
 
 /// What an add did to its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -384,210 +385,6 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         asked.filter(|ttl| !ttl.is_zero()).unwrap_or(self.settings.lease_ttl).min(self.settings.max_lease_ttl)
     }
 
-    // ----- ending leases -----
-
-    /// `Done`: the holder finished; a key added meanwhile is queued again.
-    pub(crate) fn done<Q>(&mut self, key: &Q, token: LeaseToken, now: Instant) -> Result<(), QueueError>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        let slot = self.held_slot(key, token).inspect_err(|_| self.observer.stale_token())?;
-        self.end_lease(slot, LeaseEnd::Done, now);
-        Ok(())
-    }
-
-    /// `Finish`: `Done` plus what the outcome asks for.
-    pub(crate) fn finish<Q>(
-        &mut self,
-        key: &Q,
-        token: LeaseToken,
-        outcome: FinishOutcome,
-        now: Instant,
-    ) -> Result<(), QueueError>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        let slot = self.held_slot(key, token).inspect_err(|_| self.observer.stale_token())?;
-        let end = match outcome {
-            FinishOutcome::Success => LeaseEnd::Success,
-            FinishOutcome::Retry { error } => LeaseEnd::Retry(error),
-            FinishOutcome::RequeueAfter(delay) => LeaseEnd::RequeueAfter(delay),
-        };
-        self.end_lease(slot, end, now);
-        Ok(())
-    }
-
-    /// `Extend`: moves the lease's deadline to `now + ttl`.
-    pub(crate) fn extend<Q>(
-        &mut self,
-        key: &Q,
-        token: LeaseToken,
-        ttl: Option<Duration>,
-        now: Instant,
-    ) -> Result<LeaseRenewal, QueueError>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        let slot = self.held_slot(key, token).inspect_err(|_| self.observer.stale_token())?;
-        let deadline = self.lease_deadline(ttl, now).max(now);
-        let Phase::Held(held) = &mut self.entries[slot].phase else { unreachable!("held_slot checked the phase") };
-        self.leases.remove(&(held.deadline, token));
-        held.deadline = deadline;
-        self.leases.insert((deadline, token), slot);
-        self.note_deadline(deadline);
-        // A deadline that cannot move forward (the leader's term ended) means stop.
-        Ok(LeaseRenewal { deadline, cancel: self.cancel_held || deadline <= now })
-    }
-
-    /// Returns every lease of `holder` to the queue, as failures; how many.
-    pub(crate) fn release_holder(&mut self, holder: &Holder, now: Instant) -> usize {
-        let slots: Vec<Slot> = self
-            .leases
-            .values()
-            .copied()
-            .filter(|&slot| matches!(&self.entries[slot].phase, Phase::Held(held) if held.holder == *holder))
-            .collect();
-        for &slot in &slots {
-            self.end_lease(slot, LeaseEnd::Lost(ReasonKind::LeaseReleased), now);
-        }
-        slots.len()
-    }
-
-    /// Returns every held key to the queue without counting a failure (the
-    /// end of a drain); how many.
-    pub(crate) fn return_all_held(&mut self, now: Instant) -> usize {
-        let slots: Vec<Slot> = self.leases.values().copied().collect();
-        for &slot in &slots {
-            self.end_lease(slot, LeaseEnd::Returned, now);
-        }
-        slots.len()
-    }
-
-    /// Whether `token` is still the current lease of `key`.
-    pub(crate) fn is_current<Q>(&self, key: &Q, token: LeaseToken) -> bool
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        self.held_slot(key, token).is_ok()
-    }
-
-    /// Whether holders were asked to stop (a shutdown without drain).
-    pub(crate) fn cancel_requested(&self) -> bool {
-        self.cancel_held
-    }
-
-    fn held_slot<Q>(&self, key: &Q, token: LeaseToken) -> Result<Slot, QueueError>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        let current = self
-            .index
-            .get(key)
-            .copied()
-            .filter(|&slot| matches!(&self.entries[slot].phase, Phase::Held(held) if held.token == token));
-        current.ok_or(QueueError::StaleToken { token })
-    }
-
-    /// The one place a lease ends: bookkeeping of failures, then the key is
-    /// queued again (if the outcome or a dirty add asks) or forgotten.
-    fn end_lease(&mut self, slot: Slot, end: LeaseEnd, now: Instant) {
-        let entry = &mut self.entries[slot];
-        let Phase::Held(held) = std::mem::replace(&mut entry.phase, Phase::Idle) else {
-            unreachable!("only held keys have leases")
-        };
-        self.leases.remove(&(held.deadline, held.token));
-        let how = match end {
-            LeaseEnd::Lost(ReasonKind::LeaseExpired) => LeaseEndKind::Expired,
-            LeaseEnd::Lost(_) => LeaseEndKind::Released,
-            LeaseEnd::Returned => LeaseEndKind::Returned,
-            _ => LeaseEndKind::Finished,
-        };
-        self.observer.lease_ended(now.saturating_duration_since(held.granted_at), how);
-        let lease_priority = entry.priority;
-        entry.reasons = ReasonSet::new();
-        entry.enqueued_at = None;
-
-        if matches!(end, LeaseEnd::Lost(_) | LeaseEnd::Returned) {
-            self.leases_lost += 1;
-        }
-        let requeue: Option<(ReasonKind, Instant)> = match end {
-            LeaseEnd::Done => None,
-            LeaseEnd::Success => {
-                entry.failures = 0;
-                entry.last_error = None;
-                None
-            }
-            LeaseEnd::RequeueAfter(delay) => {
-                entry.failures = 0;
-                entry.last_error = None;
-                Some((ReasonKind::RequeueAfter, now + delay))
-            }
-            LeaseEnd::Retry(error) => {
-                entry.last_error = Some(Arc::from(error));
-                let delay = self.count_failure(slot, now);
-                Some((ReasonKind::Retry, now + delay))
-            }
-            LeaseEnd::Lost(kind) => {
-                entry.last_error = Some(Arc::from(match kind {
-                    ReasonKind::LeaseExpired => "lease expired before the worker finished",
-                    _ => "the worker holding the lease went away",
-                }));
-                let delay = self.count_failure(slot, now);
-                Some((kind, now + delay))
-            }
-            LeaseEnd::Returned => Some((ReasonKind::ShutdownReturned, now)),
-        };
-
-        if let Some((kind, ready_at)) = requeue {
-            self.enqueue_slot(slot, lease_priority, ReasonSet::from(Reason::of(kind)), ready_at, now);
-        }
-        if let Some(pending) = held.pending {
-            self.enqueue_slot(slot, pending.priority, pending.reasons, pending.ready_at, now);
-            if requeue.is_none() {
-                self.entries[slot].enqueued_at = Some(pending.enqueued_at);
-            }
-        }
-        self.remove_if_idle(slot);
-    }
-
-    fn remove_if_idle(&mut self, slot: Slot) {
-        let entry = &self.entries[slot];
-        if matches!(entry.phase, Phase::Idle) && entry.failures == 0 {
-            let entry = self.entries.remove(slot);
-            self.index.remove(&entry.key);
-        }
-    }
-
-    // ----- failures -----
-
-    /// `Forget`: clears the key's failure count and last error.
-    pub(crate) fn forget<Q>(&mut self, key: &Q)
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        if let Some(&slot) = self.index.get(key) {
-            let entry = &mut self.entries[slot];
-            entry.failures = 0;
-            entry.last_error = None;
-            self.remove_if_idle(slot);
-        }
-    }
-
-    /// `NumRequeues`: failures since the key was last forgotten.
-    pub(crate) fn num_requeues<Q>(&self, key: &Q) -> u32
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        self.index.get(key).map_or(0, |&slot| self.entries[slot].failures)
-    }
-
     // ----- time -----
 
     /// Makes due waiting keys ready and ends expired leases.
@@ -673,96 +470,5 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
 
     pub(crate) fn holds(&self) -> Vec<&'static str> {
         self.holds.to_vec()
-    }
-
-    // ----- introspection -----
-
-    /// `Len`: keys ready to be handed out (client-go counts only these).
-    pub(crate) fn len(&self) -> usize {
-        self.ready.len()
-    }
-
-    pub(crate) fn held(&self) -> usize {
-        self.leases.len()
-    }
-
-    /// How long held leases have run: the sum and the longest, in seconds
-    /// (client-go's unfinished work and longest running processor).
-    pub(crate) fn processing_ages(&self, now: Instant) -> (f64, f64) {
-        self.leases.values().fold((0.0, 0.0), |(sum, longest), &slot| match &self.entries[slot].phase {
-            Phase::Held(held) => {
-                let age = now.saturating_duration_since(held.granted_at).as_secs_f64();
-                (sum + age, f64::max(longest, age))
-            }
-            _ => (sum, longest),
-        })
-    }
-
-    /// Leases ended so far without their holder: expired, released or handed back.
-    pub(crate) fn leases_lost(&self) -> u64 {
-        self.leases_lost
-    }
-
-    pub(crate) fn counts(&self) -> QueueCounts {
-        let dirty = self
-            .leases
-            .values()
-            .filter(|&&slot| matches!(&self.entries[slot].phase, Phase::Held(held) if held.pending.is_some()))
-            .count();
-        QueueCounts {
-            ready_by_priority: self.ready.counts(),
-            ready: self.ready.len(),
-            waiting: self.waiting.len(),
-            held: self.leases.len(),
-            dirty,
-            tracked: self.entries.len(),
-        }
-    }
-
-    pub(crate) fn key_status<Q>(&self, key: &Q) -> KeyStatus
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        let Some(&slot) = self.index.get(key) else {
-            return KeyStatus {
-                phase: KeyPhase::Absent,
-                priority: 0,
-                failures: 0,
-                last_error: None,
-                reasons: ReasonSet::new(),
-                enqueued_at: None,
-            };
-        };
-        let entry = &self.entries[slot];
-        let phase = match &entry.phase {
-            Phase::Idle => KeyPhase::Absent,
-            Phase::Ready { since, .. } => KeyPhase::Queued { since: *since },
-            Phase::Waiting { until, .. } => KeyPhase::Waiting { until: *until },
-            Phase::Held(held) => KeyPhase::Held {
-                holder: held.holder.clone(),
-                deadline: held.deadline,
-                granted_at: held.granted_at,
-                dirty: held.pending.as_ref().map(|p| DirtyStatus {
-                    priority: p.priority,
-                    reasons: p.reasons.clone(),
-                    ready_at: p.ready_at,
-                }),
-            },
-        };
-        KeyStatus {
-            phase,
-            priority: entry.priority,
-            failures: entry.failures,
-            last_error: entry.last_error.clone(),
-            reasons: entry.reasons.clone(),
-            enqueued_at: entry.enqueued_at,
-        }
-    }
-
-    /// Sizes of every internal collection, to prove memory returns to zero.
-    #[cfg(test)]
-    pub(crate) fn internal_sizes(&self) -> [usize; 5] {
-        [self.index.len(), self.entries.len(), self.ready.len(), self.waiting.len(), self.leases.len()]
     }
 }

@@ -1,0 +1,103 @@
+//! What the state machine tells about one key and about itself.
+
+use std::borrow::Borrow;
+use std::hash::Hash;
+
+use tokio::time::Instant;
+
+use super::{Phase, QueueState};
+use crate::queue::introspect::{DirtyStatus, KeyPhase, KeyStatus, QueueCounts};
+use crate::queue::reason::ReasonSet;
+
+impl<K: Clone + Eq + Hash> QueueState<K> {
+    // ----- introspection -----
+
+    /// `Len`: keys ready to be handed out (client-go counts only these).
+    pub(crate) fn len(&self) -> usize {
+        self.ready.len()
+    }
+
+    pub(crate) fn held(&self) -> usize {
+        self.leases.len()
+    }
+
+    /// How long held leases have run: the sum and the longest, in seconds
+    /// (client-go's unfinished work and longest running processor).
+    pub(crate) fn processing_ages(&self, now: Instant) -> (f64, f64) {
+        self.leases.values().fold((0.0, 0.0), |(sum, longest), &slot| match &self.entries[slot].phase {
+            Phase::Held(held) => {
+                let age = now.saturating_duration_since(held.granted_at).as_secs_f64();
+                (sum + age, f64::max(longest, age))
+            }
+            _ => (sum, longest),
+        })
+    }
+
+    /// Leases ended so far without their holder: expired, released or handed back.
+    pub(crate) fn leases_lost(&self) -> u64 {
+        self.leases_lost
+    }
+
+    pub(crate) fn counts(&self) -> QueueCounts {
+        let dirty = self
+            .leases
+            .values()
+            .filter(|&&slot| matches!(&self.entries[slot].phase, Phase::Held(held) if held.pending.is_some()))
+            .count();
+        QueueCounts {
+            ready_by_priority: self.ready.counts(),
+            ready: self.ready.len(),
+            waiting: self.waiting.len(),
+            held: self.leases.len(),
+            dirty,
+            tracked: self.entries.len(),
+        }
+    }
+
+    pub(crate) fn key_status<Q>(&self, key: &Q) -> KeyStatus
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let Some(&slot) = self.index.get(key) else {
+            return KeyStatus {
+                phase: KeyPhase::Absent,
+                priority: 0,
+                failures: 0,
+                last_error: None,
+                reasons: ReasonSet::new(),
+                enqueued_at: None,
+            };
+        };
+        let entry = &self.entries[slot];
+        let phase = match &entry.phase {
+            Phase::Idle => KeyPhase::Absent,
+            Phase::Ready { since, .. } => KeyPhase::Queued { since: *since },
+            Phase::Waiting { until, .. } => KeyPhase::Waiting { until: *until },
+            Phase::Held(held) => KeyPhase::Held {
+                holder: held.holder.clone(),
+                deadline: held.deadline,
+                granted_at: held.granted_at,
+                dirty: held.pending.as_ref().map(|p| DirtyStatus {
+                    priority: p.priority,
+                    reasons: p.reasons.clone(),
+                    ready_at: p.ready_at,
+                }),
+            },
+        };
+        KeyStatus {
+            phase,
+            priority: entry.priority,
+            failures: entry.failures,
+            last_error: entry.last_error.clone(),
+            reasons: entry.reasons.clone(),
+            enqueued_at: entry.enqueued_at,
+        }
+    }
+
+    /// Sizes of every internal collection, to prove memory returns to zero.
+    #[cfg(test)]
+    pub(crate) fn internal_sizes(&self) -> [usize; 5] {
+        [self.index.len(), self.entries.len(), self.ready.len(), self.waiting.len(), self.leases.len()]
+    }
+}

@@ -1,0 +1,221 @@
+//! How leases end: Done, Finish, Extend, release, hand-back and expiry, and the failure bookkeeping that follows.
+
+use std::borrow::Borrow;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{LeaseEnd, Phase, QueueState};
+use crate::queue::error::QueueError;
+use crate::queue::lease::{FinishOutcome, Holder, LeaseRenewal, LeaseToken};
+use crate::queue::observer::LeaseEndKind;
+use crate::queue::priority::Slot;
+use crate::queue::reason::{Reason, ReasonKind, ReasonSet};
+
+impl<K: Clone + Eq + Hash> QueueState<K> {
+    // ----- ending leases -----
+
+    /// `Done`: the holder finished; a key added meanwhile is queued again.
+    pub(crate) fn done<Q>(&mut self, key: &Q, token: LeaseToken, now: Instant) -> Result<(), QueueError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let slot = self.held_slot(key, token).inspect_err(|_| self.observer.stale_token())?;
+        self.end_lease(slot, LeaseEnd::Done, now);
+        Ok(())
+    }
+
+    /// `Finish`: `Done` plus what the outcome asks for.
+    pub(crate) fn finish<Q>(
+        &mut self,
+        key: &Q,
+        token: LeaseToken,
+        outcome: FinishOutcome,
+        now: Instant,
+    ) -> Result<(), QueueError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let slot = self.held_slot(key, token).inspect_err(|_| self.observer.stale_token())?;
+        let end = match outcome {
+            FinishOutcome::Success => LeaseEnd::Success,
+            FinishOutcome::Retry { error } => LeaseEnd::Retry(error),
+            FinishOutcome::RequeueAfter(delay) => LeaseEnd::RequeueAfter(delay),
+        };
+        self.end_lease(slot, end, now);
+        Ok(())
+    }
+
+    /// `Extend`: moves the lease's deadline to `now + ttl`.
+    pub(crate) fn extend<Q>(
+        &mut self,
+        key: &Q,
+        token: LeaseToken,
+        ttl: Option<Duration>,
+        now: Instant,
+    ) -> Result<LeaseRenewal, QueueError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let slot = self.held_slot(key, token).inspect_err(|_| self.observer.stale_token())?;
+        let deadline = self.lease_deadline(ttl, now).max(now);
+        let Phase::Held(held) = &mut self.entries[slot].phase else { unreachable!("held_slot checked the phase") };
+        self.leases.remove(&(held.deadline, token));
+        held.deadline = deadline;
+        self.leases.insert((deadline, token), slot);
+        self.note_deadline(deadline);
+        // A deadline that cannot move forward (the leader's term ended) means stop.
+        Ok(LeaseRenewal { deadline, cancel: self.cancel_held || deadline <= now })
+    }
+
+    /// Returns every lease of `holder` to the queue, as failures; how many.
+    pub(crate) fn release_holder(&mut self, holder: &Holder, now: Instant) -> usize {
+        let slots: Vec<Slot> = self
+            .leases
+            .values()
+            .copied()
+            .filter(|&slot| matches!(&self.entries[slot].phase, Phase::Held(held) if held.holder == *holder))
+            .collect();
+        for &slot in &slots {
+            self.end_lease(slot, LeaseEnd::Lost(ReasonKind::LeaseReleased), now);
+        }
+        slots.len()
+    }
+
+    /// Returns every held key to the queue without counting a failure (the
+    /// end of a drain); how many.
+    pub(crate) fn return_all_held(&mut self, now: Instant) -> usize {
+        let slots: Vec<Slot> = self.leases.values().copied().collect();
+        for &slot in &slots {
+            self.end_lease(slot, LeaseEnd::Returned, now);
+        }
+        slots.len()
+    }
+
+    /// Whether `token` is still the current lease of `key`.
+    pub(crate) fn is_current<Q>(&self, key: &Q, token: LeaseToken) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.held_slot(key, token).is_ok()
+    }
+
+    /// Whether holders were asked to stop (a shutdown without drain).
+    pub(crate) fn cancel_requested(&self) -> bool {
+        self.cancel_held
+    }
+
+    fn held_slot<Q>(&self, key: &Q, token: LeaseToken) -> Result<Slot, QueueError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let current = self
+            .index
+            .get(key)
+            .copied()
+            .filter(|&slot| matches!(&self.entries[slot].phase, Phase::Held(held) if held.token == token));
+        current.ok_or(QueueError::StaleToken { token })
+    }
+
+    /// The one place a lease ends: bookkeeping of failures, then the key is
+    /// queued again (if the outcome or a dirty add asks) or forgotten.
+    pub(super) fn end_lease(&mut self, slot: Slot, end: LeaseEnd, now: Instant) {
+        let entry = &mut self.entries[slot];
+        let Phase::Held(held) = std::mem::replace(&mut entry.phase, Phase::Idle) else {
+            unreachable!("only held keys have leases")
+        };
+        self.leases.remove(&(held.deadline, held.token));
+        let how = match end {
+            LeaseEnd::Lost(ReasonKind::LeaseExpired) => LeaseEndKind::Expired,
+            LeaseEnd::Lost(_) => LeaseEndKind::Released,
+            LeaseEnd::Returned => LeaseEndKind::Returned,
+            _ => LeaseEndKind::Finished,
+        };
+        self.observer.lease_ended(now.saturating_duration_since(held.granted_at), how);
+        let lease_priority = entry.priority;
+        entry.reasons = ReasonSet::new();
+        entry.enqueued_at = None;
+
+        if matches!(end, LeaseEnd::Lost(_) | LeaseEnd::Returned) {
+            self.leases_lost += 1;
+        }
+        let requeue: Option<(ReasonKind, Instant)> = match end {
+            LeaseEnd::Done => None,
+            LeaseEnd::Success => {
+                entry.failures = 0;
+                entry.last_error = None;
+                None
+            }
+            LeaseEnd::RequeueAfter(delay) => {
+                entry.failures = 0;
+                entry.last_error = None;
+                Some((ReasonKind::RequeueAfter, now + delay))
+            }
+            LeaseEnd::Retry(error) => {
+                entry.last_error = Some(Arc::from(error));
+                let delay = self.count_failure(slot, now);
+                Some((ReasonKind::Retry, now + delay))
+            }
+            LeaseEnd::Lost(kind) => {
+                entry.last_error = Some(Arc::from(match kind {
+                    ReasonKind::LeaseExpired => "lease expired before the worker finished",
+                    _ => "the worker holding the lease went away",
+                }));
+                let delay = self.count_failure(slot, now);
+                Some((kind, now + delay))
+            }
+            LeaseEnd::Returned => Some((ReasonKind::ShutdownReturned, now)),
+        };
+
+        if let Some((kind, ready_at)) = requeue {
+            self.enqueue_slot(slot, lease_priority, ReasonSet::from(Reason::of(kind)), ready_at, now);
+        }
+        if let Some(pending) = held.pending {
+            self.enqueue_slot(slot, pending.priority, pending.reasons, pending.ready_at, now);
+            if requeue.is_none() {
+                self.entries[slot].enqueued_at = Some(pending.enqueued_at);
+            }
+        }
+        self.remove_if_idle(slot);
+    }
+
+    fn remove_if_idle(&mut self, slot: Slot) {
+        let entry = &self.entries[slot];
+        if matches!(entry.phase, Phase::Idle) && entry.failures == 0 {
+            let entry = self.entries.remove(slot);
+            self.index.remove(&entry.key);
+        }
+    }
+
+    // ----- failures -----
+
+    /// `Forget`: clears the key's failure count and last error.
+    pub(crate) fn forget<Q>(&mut self, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        if let Some(&slot) = self.index.get(key) {
+            let entry = &mut self.entries[slot];
+            entry.failures = 0;
+            entry.last_error = None;
+            self.remove_if_idle(slot);
+        }
+    }
+
+    /// `NumRequeues`: failures since the key was last forgotten.
+    pub(crate) fn num_requeues<Q>(&self, key: &Q) -> u32
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.index.get(key).map_or(0, |&slot| self.entries[slot].failures)
+    }
+}
