@@ -124,13 +124,14 @@ impl WorkQueueService for WorkQueueApi {
         let holder: Holder = Arc::from(if req.worker.is_empty() { "unary" } else { req.worker.as_str() });
         // The wait is cancel-safe: if the client goes away while waiting, tonic
         // drops this future and no key has been taken.
-        let leases = if wait.is_zero() {
-            queue.try_get_many(&holder, max, ttl).map_err(ApiError::from)?.unwrap_or_default()
-        } else {
-            match tokio::time::timeout(wait, queue.get_many(&holder, max, ttl)).await {
+        // Ready keys are taken at once; only an empty queue arms the long poll's timer.
+        let leases = match queue.try_get_many(&holder, max, ttl).map_err(ApiError::from)? {
+            Some(leases) => leases,
+            None if wait.is_zero() => Vec::new(),
+            None => match tokio::time::timeout(wait, queue.get_many(&holder, max, ttl)).await {
                 Ok(leases) => leases.map_err(ApiError::from)?,
                 Err(_elapsed) => Vec::new(),
-            }
+            },
         };
         let primary = self.informers.as_ref().filter(|_| req.include_object).and_then(|i| i.primary_of(&req.queue));
         let leases = leases
