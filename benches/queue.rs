@@ -2,7 +2,8 @@
 //!
 //! `cargo bench --bench queue` runs them all; figures go to docs/benchmarks.md.
 //! (d) prints add-to-get wake latency percentiles, which Criterion does not
-//! report, after the Criterion groups.
+//! report, after the Criterion groups; with `WQS_BENCH_MACHINE=1` also as a
+//! machine-readable `wqs-bench` line (for hack/bench-queue).
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -202,6 +203,17 @@ fn wake_latency(samples: usize) {
         pct(0.999),
         sorted[sorted.len() - 1]
     );
+    // hack/bench-queue reads this line (Criterion's groups it reads from
+    // the estimates Criterion writes under $CRITERION_HOME).
+    if std::env::var_os("WQS_BENCH_MACHINE").is_some() {
+        println!(
+            "wqs-bench d_wake_latency samples={} p50_ns={} p99_ns={} p999_ns={}",
+            sorted.len(),
+            pct(0.50).as_nanos(),
+            pct(0.99).as_nanos(),
+            pct(0.999).as_nanos()
+        );
+    }
 }
 
 fn main() {
