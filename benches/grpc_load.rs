@@ -6,8 +6,6 @@
 //! before Add until the worker has the lease) at half the streaming maximum.
 //! Client and server share this machine's cores, as they would in a pod.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
@@ -16,37 +14,13 @@ use tokio_stream::wrappers::ReceiverStream;
 use workqueue_sidecar::grpc::pb::work_queue_service_client::WorkQueueServiceClient;
 use workqueue_sidecar::grpc::pb::{self, work_request, work_response};
 
-type Client = WorkQueueServiceClient<tonic::transport::Channel>;
+#[path = "support/release_sidecar.rs"]
+mod release_sidecar;
+
+use release_sidecar::{Client, ReleaseSidecar};
 
 /// How long each throughput measurement runs.
 const RUN: Duration = Duration::from_secs(3);
-
-struct Sidecar(Child, String);
-
-impl Drop for Sidecar {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_sidecar() -> Sidecar {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar"))
-        .args(["--tcp", "127.0.0.1:0", "--admin", "off", "--log", "warn,workqueue_sidecar::server=info"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starts the sidecar");
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    let address = loop {
-        let line = lines.next().expect("the sidecar logs its address").unwrap();
-        if let Some(rest) = line.split("transport=\"tcp\" address=").nth(1) {
-            break rest.split_whitespace().next().unwrap().to_string();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    Sidecar(child, format!("http://{address}"))
-}
 
 async fn connect(endpoint: &str) -> Client {
     WorkQueueServiceClient::connect(endpoint.to_string()).await.unwrap()
@@ -75,14 +49,14 @@ async fn drain(client: &mut Client) {
 }
 
 async fn unary_pairs_per_second(workers: usize) -> f64 {
-    let sidecar = start_sidecar();
+    let sidecar = ReleaseSidecar::start();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let filler = tokio::spawn(keep_filled(connect(&sidecar.1).await, stop_rx));
+    let filler = tokio::spawn(keep_filled(connect(&sidecar.endpoint).await, stop_rx));
     tokio::time::sleep(Duration::from_millis(300)).await;
     let deadline = Instant::now() + RUN;
     let mut tasks = Vec::new();
     for w in 0..workers {
-        let mut client = connect(&sidecar.1).await;
+        let mut client = connect(&sidecar.endpoint).await;
         tasks.push(tokio::spawn(async move {
             let mut pairs = 0u64;
             while Instant::now() < deadline {
@@ -145,11 +119,11 @@ fn success(lease: &pb::Lease) -> pb::WorkRequest {
 }
 
 async fn streaming_items_per_second(credits: u32) -> f64 {
-    let sidecar = start_sidecar();
+    let sidecar = ReleaseSidecar::start();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let filler = tokio::spawn(keep_filled(connect(&sidecar.1).await, stop_rx));
+    let filler = tokio::spawn(keep_filled(connect(&sidecar.endpoint).await, stop_rx));
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let mut stream = open_stream(&sidecar.1, credits).await;
+    let mut stream = open_stream(&sidecar.endpoint, credits).await;
     let start = Instant::now();
     let mut items = 0u64;
     while start.elapsed() < RUN {
@@ -175,11 +149,11 @@ async fn streaming_items_per_second(credits: u32) -> f64 {
 /// same wall clock.
 async fn lease_latency(rate: f64, samples: usize) -> (Vec<Duration>, f64) {
     const BATCH: usize = 20;
-    let sidecar = start_sidecar();
-    let mut stream = open_stream(&sidecar.1, 128).await;
+    let sidecar = ReleaseSidecar::start();
+    let mut stream = open_stream(&sidecar.endpoint, 128).await;
     let started = Instant::now();
     let producer = {
-        let mut client = connect(&sidecar.1).await;
+        let mut client = connect(&sidecar.endpoint).await;
         tokio::spawn(async move {
             let interval = Duration::from_secs_f64(BATCH as f64 / rate);
             let mut next = Instant::now();

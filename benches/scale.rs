@@ -12,69 +12,17 @@
 //! Run without `--bench` (`cargo test --bench scale`), everything is scaled
 //! down 100x and only checked to work.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use workqueue_sidecar::grpc::pb;
-use workqueue_sidecar::grpc::pb::work_queue_service_client::WorkQueueServiceClient;
 
-type Client = WorkQueueServiceClient<tonic::transport::Channel>;
+#[path = "support/release_sidecar.rs"]
+mod release_sidecar;
+
+use release_sidecar::{Client, ReleaseSidecar};
 
 const QUEUE: &str = "default";
 const BATCH: usize = 10_000;
-
-struct Sidecar {
-    child: Child,
-    endpoint: String,
-}
-
-impl Drop for Sidecar {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Sidecar {
-    fn start() -> Sidecar {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar"))
-            .args(["--tcp", "127.0.0.1:0", "--admin", "off", "--log", "warn,workqueue_sidecar::server=info"])
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("starts the sidecar");
-        let stderr = child.stderr.take().unwrap();
-        let mut lines = BufReader::new(stderr).lines();
-        let address = loop {
-            let line = lines.next().expect("the sidecar logs its address").unwrap();
-            if let Some(rest) = line.split("transport=\"tcp\" address=").nth(1) {
-                break rest.split_whitespace().next().unwrap().to_string();
-            }
-        };
-        std::thread::spawn(move || for _ in lines {});
-        Sidecar { child, endpoint: format!("http://{address}") }
-    }
-
-    /// The sidecar process's resident set size in KiB (`VmRSS`).
-    fn rss_kib(&self) -> u64 {
-        self.status_kib("VmRSS:")
-    }
-
-    /// The sidecar process's peak resident set size in KiB (`VmHWM`).
-    fn peak_kib(&self) -> u64 {
-        self.status_kib("VmHWM:")
-    }
-
-    fn status_kib(&self, field: &str) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let line = status.lines().find(|l| l.starts_with(field)).unwrap_or_else(|| panic!("{field} in status"));
-        line[field.len()..].trim().trim_end_matches("kB").trim().parse().unwrap()
-    }
-
-    async fn connect(&self) -> Client {
-        WorkQueueServiceClient::connect(self.endpoint.clone()).await.unwrap()
-    }
-}
 
 fn get_request(worker: &str, wait: Duration) -> pb::GetRequest {
     pb::GetRequest {
@@ -154,7 +102,7 @@ async fn fresh_key(client: &mut Client, samples: usize, prefix: &str) -> Vec<Dur
 
 /// Part 1: a backlog of `keys` keys in one queue.
 async fn backlog(keys: usize, samples: usize) {
-    let sidecar = Sidecar::start();
+    let sidecar = ReleaseSidecar::start();
     let mut client = sidecar.connect().await;
     // For reference, the same round trips with a small queue (`samples` keys),
     // which also warms the connection and the queue before the baseline.
@@ -204,7 +152,7 @@ async fn backlog(keys: usize, samples: usize) {
 
 /// Part 2: `calls` concurrent long-poll Gets on `channels` channels, then one Add.
 async fn long_polls(channels: usize, calls: usize, park: Duration) {
-    let sidecar = Sidecar::start();
+    let sidecar = ReleaseSidecar::start();
     let mut control = sidecar.connect().await;
     assert_eq!(ready(&mut control).await, 0);
     let mut clients = Vec::with_capacity(channels);

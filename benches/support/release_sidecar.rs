@@ -1,0 +1,63 @@
+//! Starts the `workqueue-sidecar` binary on a free loopback port for a benchmark, without the admin port.
+#![allow(dead_code)] // Each bench uses the part of this helper it needs.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use workqueue_sidecar::grpc::pb::work_queue_service_client::WorkQueueServiceClient;
+
+pub type Client = WorkQueueServiceClient<tonic::transport::Channel>;
+
+/// The running sidecar; killed on drop.
+pub struct ReleaseSidecar {
+    child: Child,
+    pub endpoint: String,
+}
+
+impl Drop for ReleaseSidecar {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl ReleaseSidecar {
+    /// Starts the binary with `--tcp 127.0.0.1:0 --admin off` and waits for its address.
+    pub fn start() -> ReleaseSidecar {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar"))
+            .args(["--tcp", "127.0.0.1:0", "--admin", "off", "--log", "warn,workqueue_sidecar::server=info"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starts the sidecar");
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let address = loop {
+            let line = lines.next().expect("the sidecar logs its address").unwrap();
+            if let Some(rest) = line.split("transport=\"tcp\" address=").nth(1) {
+                break rest.split_whitespace().next().unwrap().to_string();
+            }
+        };
+        // Keep reading, so the sidecar never blocks on a full stderr pipe.
+        std::thread::spawn(move || for _ in lines {});
+        ReleaseSidecar { child, endpoint: format!("http://{address}") }
+    }
+
+    pub async fn connect(&self) -> Client {
+        WorkQueueServiceClient::connect(self.endpoint.clone()).await.unwrap()
+    }
+
+    /// The process's resident set size in KiB (`VmRSS`).
+    pub fn rss_kib(&self) -> u64 {
+        self.status_kib("VmRSS:")
+    }
+
+    /// The process's peak resident set size in KiB (`VmHWM`).
+    pub fn peak_kib(&self) -> u64 {
+        self.status_kib("VmHWM:")
+    }
+
+    fn status_kib(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let line = status.lines().find(|l| l.starts_with(field)).unwrap_or_else(|| panic!("{field} in status"));
+        line[field.len()..].trim().trim_end_matches("kB").trim().parse().unwrap()
+    }
+}
