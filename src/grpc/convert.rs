@@ -6,7 +6,9 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use super::pb;
-use crate::queue::{KeyPhase, KeyStatus, Lease, QueueCounts, Reason, ReasonKind, ReasonSet};
+use super::status::ApiError;
+use super::validate;
+use crate::queue::{FinishOutcome, KeyPhase, KeyStatus, Lease, QueueCounts, Reason, ReasonKind, ReasonSet};
 
 /// The wall-clock time of a monotonic instant, for clients on other clocks.
 pub fn timestamp(at: Instant) -> prost_types::Timestamp {
@@ -110,4 +112,47 @@ pub fn key_state(status: KeyStatus) -> pb::KeyStateResponse {
         }
     } as i32;
     response
+}
+
+/// A Finish's outcome as sent, whichever message carried it: unary
+/// `FinishRequest` and the stream's `WorkRequest.Finish` have the same three.
+pub enum WireOutcome {
+    Success,
+    Retry(pb::Retry),
+    RequeueAfter(pb::RequeueAfter),
+}
+
+impl From<pb::finish_request::Outcome> for WireOutcome {
+    fn from(outcome: pb::finish_request::Outcome) -> Self {
+        use pb::finish_request::Outcome;
+        match outcome {
+            Outcome::Success(_) => WireOutcome::Success,
+            Outcome::Retry(retry) => WireOutcome::Retry(retry),
+            Outcome::RequeueAfter(requeue) => WireOutcome::RequeueAfter(requeue),
+        }
+    }
+}
+
+impl From<pb::work_request::finish::Outcome> for WireOutcome {
+    fn from(outcome: pb::work_request::finish::Outcome) -> Self {
+        use pb::work_request::finish::Outcome;
+        match outcome {
+            Outcome::Success(_) => WireOutcome::Success,
+            Outcome::Retry(retry) => WireOutcome::Retry(retry),
+            Outcome::RequeueAfter(requeue) => WireOutcome::RequeueAfter(requeue),
+        }
+    }
+}
+
+/// The queue's outcome of a Finish; the outcome is required.
+pub fn finish_outcome(outcome: Option<WireOutcome>) -> Result<FinishOutcome, ApiError> {
+    match outcome {
+        Some(WireOutcome::Success) => Ok(FinishOutcome::Success),
+        Some(WireOutcome::Retry(retry)) => Ok(FinishOutcome::Retry { error: retry.error }),
+        Some(WireOutcome::RequeueAfter(requeue)) => {
+            let delay = validate::duration("outcome.requeue_after.delay", requeue.delay)?.unwrap_or_default();
+            Ok(FinishOutcome::RequeueAfter(delay))
+        }
+        None => Err(ApiError::invalid("outcome", "is required: success, retry or requeue_after")),
+    }
 }

@@ -20,7 +20,6 @@ use tracing::{debug, info};
 use super::cache_service::lease_object;
 use super::pb::{self, work_request, work_response};
 use super::status::{ApiError, code_of};
-use super::workqueue_service::finish_outcome;
 use super::{convert, validate};
 use crate::informer::{InformerRegistry, SharedInformer};
 use crate::queue::{Holder, LeaseToken, QueueError};
@@ -224,12 +223,7 @@ impl Session {
     fn finish(&mut self, finish: &work_request::Finish) -> Result<(), ApiError> {
         validate::key("finish.key", &finish.key)?;
         validate::token(finish.token)?;
-        let outcome = match finish.outcome.clone() {
-            Some(work_request::finish::Outcome::Success(_)) => finish_outcome(true, None, None),
-            Some(work_request::finish::Outcome::Retry(retry)) => finish_outcome(false, Some(retry), None),
-            Some(work_request::finish::Outcome::RequeueAfter(requeue)) => finish_outcome(false, None, Some(requeue)),
-            None => finish_outcome(false, None, None),
-        }?;
+        let outcome = convert::finish_outcome(finish.outcome.clone().map(Into::into))?;
         let token = LeaseToken(finish.token);
         let result = self.queue.finish(finish.key.as_str(), token, outcome);
         if matches!(result, Ok(()) | Err(QueueError::StaleToken { .. })) {

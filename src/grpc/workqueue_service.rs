@@ -6,13 +6,13 @@ use std::time::Duration;
 use tonic::{Request, Response, Status};
 
 use super::cache_service::lease_object;
+use super::pb;
 use super::pb::work_queue_service_server::WorkQueueService;
-use super::pb::{self, finish_request};
 use super::status::ApiError;
 use super::work_stream::{self, WorkStream};
 use super::{convert, validate};
 use crate::informer::InformerRegistry;
-use crate::queue::{FinishOutcome, Holder, LeaseToken, Reason, ReasonKind};
+use crate::queue::{Holder, LeaseToken, Reason, ReasonKind};
 use crate::queues::{Queue, QueueRegistry};
 
 /// The handlers; one instance serves every connection.
@@ -51,23 +51,6 @@ fn priority(asked: Option<i32>) -> i32 {
 /// text names where it came from.
 fn reason(kind: ReasonKind, text: &str) -> Reason {
     Reason::new(kind, text)
-}
-
-/// A finish outcome from the wire; shared by unary `Finish` and the stream's.
-pub(super) fn finish_outcome(
-    success: bool,
-    retry: Option<pb::Retry>,
-    requeue_after: Option<pb::RequeueAfter>,
-) -> Result<FinishOutcome, ApiError> {
-    match (success, retry, requeue_after) {
-        (true, _, _) => Ok(FinishOutcome::Success),
-        (_, Some(retry), _) => Ok(FinishOutcome::Retry { error: retry.error }),
-        (_, _, Some(requeue)) => {
-            let delay = validate::duration("outcome.requeue_after.delay", requeue.delay)?.unwrap_or_default();
-            Ok(FinishOutcome::RequeueAfter(delay))
-        }
-        _ => Err(ApiError::invalid("outcome", "is required: success, retry or requeue_after")),
-    }
 }
 
 type Reply<T> = Result<Response<T>, Status>;
@@ -208,12 +191,7 @@ impl WorkQueueService for WorkQueueApi {
         let queue = self.queue(&req.queue)?;
         validate::key("key", &req.key)?;
         validate::token(req.token)?;
-        let outcome = match req.outcome {
-            Some(finish_request::Outcome::Success(_)) => finish_outcome(true, None, None),
-            Some(finish_request::Outcome::Retry(retry)) => finish_outcome(false, Some(retry), None),
-            Some(finish_request::Outcome::RequeueAfter(requeue)) => finish_outcome(false, None, Some(requeue)),
-            None => finish_outcome(false, None, None),
-        }?;
+        let outcome = convert::finish_outcome(req.outcome.map(Into::into))?;
         queue.finish(req.key.as_str(), LeaseToken(req.token), outcome).map_err(ApiError::from)?;
         Ok(Response::new(pb::FinishResponse {}))
     }
