@@ -29,7 +29,8 @@ pub enum ReasonKind {
     LeaseExpired,
     /// The previous holder went away (its stream broke) while holding the key.
     LeaseReleased,
-    /// The key was held when the queue shut down and was handed back.
+    /// The sidecar handed the lease back without counting a failure: still
+    /// held at the end of a drain, or revoked when leadership was lost.
     ShutdownReturned,
 }
 

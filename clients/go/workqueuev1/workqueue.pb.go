@@ -57,7 +57,9 @@ const (
 	// Another informer's object maps to this key (an owned child, a labelled
 	// or indexed object changed).
 	ReasonKind_REASON_KIND_TRIGGER ReasonKind = 11
-	// The previous lease was returned to the queue by ShutDown.
+	// The sidecar handed the previous lease back without counting a failure:
+	// it was still held at the end of a drain (ShutDown), or revoked when this
+	// sidecar lost leadership.
 	ReasonKind_REASON_KIND_SHUTDOWN_RETURNED ReasonKind = 12
 )
 
