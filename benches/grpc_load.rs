@@ -14,6 +14,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use workqueue_sidecar::grpc::pb::work_queue_service_client::WorkQueueServiceClient;
 use workqueue_sidecar::grpc::pb::{self, work_request, work_response};
 
+#[path = "support/raw.rs"]
+mod raw;
 #[path = "support/release_sidecar.rs"]
 mod release_sidecar;
 
@@ -209,12 +211,14 @@ fn main() {
         for workers in [1, 4, 16] {
             let rate = unary_pairs_per_second(workers).await;
             println!("| unary Get+Done | {workers} workers | {rate:.0} pairs/s |");
+            raw::record("unary", &format!("{workers} workers"), rate);
         }
         let mut best: f64 = 0.0;
         for credits in [1, 8, 32, 128] {
             let rate = streaming_items_per_second(credits).await;
             best = best.max(rate);
             println!("| streaming Work | {credits} credits | {rate:.0} items/s |");
+            raw::record("streaming", &format!("{credits} credits"), rate);
         }
         let half = best / 2.0;
         let (mut latencies, achieved) = lease_latency(half, (half * 5.0) as usize).await;
@@ -225,5 +229,8 @@ fn main() {
             percentile(&latencies, 0.99),
             latencies[latencies.len() - 1]
         );
+        raw::record("lease-latency", "p50", raw::ms(percentile(&latencies, 0.5)));
+        raw::record("lease-latency", "p99", raw::ms(percentile(&latencies, 0.99)));
+        raw::record("lease-latency-rate", "keys/s achieved", achieved);
     });
 }

@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 
 use workqueue_sidecar::grpc::pb;
 
+#[path = "support/raw.rs"]
+mod raw;
 #[path = "support/release_sidecar.rs"]
 mod release_sidecar;
 
@@ -60,6 +62,15 @@ fn summary(mut samples: Vec<Duration>) -> String {
         samples[samples.len() - 1],
         samples.len()
     )
+}
+
+/// The summary of `samples`, with its p50 and p99 also recorded as `metric` for the scripts.
+fn summary_recorded(metric: &str, samples: Vec<Duration>) -> String {
+    let mut sorted = samples.clone();
+    sorted.sort();
+    raw::record(metric, "p50", raw::ms(percentile(&sorted, 0.5)));
+    raw::record(metric, "p99", raw::ms(percentile(&sorted, 0.99)));
+    summary(samples)
 }
 
 fn mib(kib: u64) -> f64 {
@@ -140,12 +151,17 @@ async fn backlog(keys: usize, samples: usize) {
         mib(after),
         mib(sidecar.peak_kib())
     );
+    raw::record("bytes-per-key", &format!("{keys} keys"), per_key);
+    raw::record("add-rate", &format!("{keys} keys"), keys as f64 / add_time.as_secs_f64());
 
     let (gets, pairs) = get_done(&mut client, samples).await;
-    println!("| unary Get with {keys} keys queued | {} |", summary(gets));
+    println!("| unary Get with {keys} keys queued | {} |", summary_recorded("get-latency", gets));
     println!("| unary Get + Done with {keys} keys queued | {} |", summary(pairs));
     let fresh = fresh_key(&mut client, samples, "fresh").await;
-    println!("| fresh priority-10 key behind {keys} keys: unary Add, then unary Get returns it | {} |", summary(fresh));
+    println!(
+        "| fresh priority-10 key behind {keys} keys: unary Add, then unary Get returns it | {} |",
+        summary_recorded("fresh-key-latency", fresh)
+    );
     assert_eq!(ready(&mut client).await as usize, keys - samples);
     assert_eq!(ready(&mut client).await as usize, keys - samples);
 }
@@ -188,6 +204,7 @@ async fn long_polls(channels: usize, calls: usize, park: Duration) {
         mib(parked),
         parked.saturating_sub(before) as f64 / calls as f64
     );
+    raw::record("long-poll-rss", &format!("{calls} parked Gets"), mib(parked));
 
     let keys: Vec<String> = (0..calls).map(|i| format!("default/wake-{i}")).collect();
     let start = Instant::now();
@@ -206,6 +223,7 @@ async fn long_polls(channels: usize, calls: usize, park: Duration) {
         "| one Add of {calls} keys to {calls} parked Gets | all returned with a lease {all:?} after the Add started (the Add RPC itself: {add_returned:?}); per call {} |",
         summary(latencies)
     );
+    raw::record("long-poll-release", &format!("{calls} parked Gets"), raw::ms(all));
     assert_eq!(seen.len(), calls);
 }
 

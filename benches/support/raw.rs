@@ -1,0 +1,19 @@
+//! Machine-readable figures for the `hack/bench-*` scripts: one `wqs-raw` line per figure.
+//!
+//! With `WQS_BENCH_MACHINE` set, [`record`] prints
+//! `wqs-raw<TAB>metric<TAB>variant<TAB>value` on stdout, next to the
+//! markdown table the bench prints for people. The script adds the program
+//! and the run number and hands the lines to the report generator
+//! (`hack/bench/report`), so no figure in docs/benchmarks.md is copied by hand.
+
+/// Prints one figure for the scripts, if they asked for them.
+pub fn record(metric: &str, variant: &str, value: f64) {
+    if std::env::var_os("WQS_BENCH_MACHINE").is_some() {
+        println!("wqs-raw\t{metric}\t{variant}\t{value}");
+    }
+}
+
+/// Milliseconds as a float, the unit the report uses for latencies.
+pub fn ms(d: std::time::Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
