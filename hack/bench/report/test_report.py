@@ -1,0 +1,78 @@
+"""Unit tests of the report: reading data files, checking targets, and the rendered document."""
+
+import pathlib
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+
+from model import OURS, Figures, Target  # noqa: E402
+import render  # noqa: E402
+from verdict import check  # noqa: E402
+
+DATA = """# command: WQS_BENCH_RUNS=3 hack/bench-informer
+# runs: 3
+# machine: test machine
+# versions: test versions
+sync\t10,000 objects\tworkqueue-sidecar\t1\t0.40
+sync\t10,000 objects\tworkqueue-sidecar\t2\t0.50
+sync\t10,000 objects\tworkqueue-sidecar\t3\t0.30
+sync\t10,000 objects\tclient-go\t1\t0.31
+sync\t10,000 objects\tclient-go\t2\t0.41
+sync\t10,000 objects\tclient-go\t3\t0.21
+rss\tafter sync\tworkqueue-sidecar\t1\t35
+rss\tafter sync\tclient-go\t1\t70
+"""
+
+
+class ReportTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = pathlib.Path(tempfile.mkdtemp())
+        (self.dir / "informer.tsv").write_text(DATA)
+        self.figures = Figures.read(self.dir / "informer.tsv")
+
+    def test_reads_medians_and_meta(self):
+        self.assertEqual(self.figures.median("sync", "10,000 objects", OURS), 0.40)
+        self.assertEqual(self.figures.median("sync", "10,000 objects", "client-go"), 0.31)
+        self.assertEqual(self.figures.meta["runs"], "3")
+
+    def test_ratio_target_says_by_how_much_it_is_missed(self):
+        target = Target("sync", "ratio_max", "sync", OURS, 1.0, "client-go")
+        [verdict] = check(target, self.figures, "s")
+        self.assertFalse(verdict.met)
+        self.assertIn("MISSED by 29 %", verdict.margin)  # 0.40 / 0.31 = 1.29
+
+    def test_met_targets(self):
+        half = Target("rss", "ratio_max", "rss", OURS, 0.5, "client-go", variant="after sync")
+        [verdict] = check(half, self.figures, "MiB")
+        self.assertTrue(verdict.met)
+        floor = Target("rss", "abs_min", "rss", OURS, 30, variant="after sync")
+        self.assertTrue(check(floor, self.figures, "MiB")[0].met)
+
+    def test_difference_target(self):
+        target = Target("p99 added", "diff_max", "sync", OURS, 0.05, "client-go")
+        [verdict] = check(target, self.figures, "s")
+        self.assertFalse(verdict.met)
+        self.assertIn("MISSED by 0.04", verdict.margin)  # 0.40 - 0.31 - 0.05
+
+    def test_missing_figures_are_not_judged(self):
+        target = Target("x", "abs_max", "nothing", OURS, 1.0)
+        [verdict] = check(target, self.figures, "s")
+        self.assertIsNone(verdict.met)
+
+    def test_document_shows_missing_sections_and_the_why_of_a_miss(self):
+        text = render.render(self.dir, None)
+        self.assertIn("**Not measured yet**: run `hack/bench-all --only remote`", text)
+        self.assertIn("0.400 (0.300–0.500)", text)
+        self.assertIn("Why the misses:", text)
+        self.assertIn("Machine: test machine.", text)
+
+    def test_bad_line_names_file_and_line(self):
+        (self.dir / "bad.tsv").write_text("# runs: 1\nsync\tonly three\tfields\n")
+        with self.assertRaisesRegex(ValueError, "bad.tsv:2"):
+            Figures.read(self.dir / "bad.tsv")
+
+
+if __name__ == "__main__":
+    unittest.main()

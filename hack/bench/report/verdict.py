@@ -1,0 +1,74 @@
+"""Checks a section's targets on the medians of a run and says by how much each is met or missed."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from model import Figures, Target
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    target: Target
+    variant: str
+    measured: str  # what was compared, in words and figures
+    met: bool | None  # None: a figure is missing
+    margin: str  # "met", "MISSED by ...", or why it cannot be judged
+
+
+def fmt(x: float) -> str:
+    """A figure with as many digits as a reader needs."""
+    if x != x:  # NaN
+        return "—"
+    ax = abs(x)
+    if ax >= 1000:
+        return f"{x:,.0f}"
+    if ax >= 100:
+        return f"{x:.0f}"
+    if ax >= 10:
+        return f"{x:.1f}"
+    if ax >= 1:
+        return f"{x:.2f}"
+    return f"{x:#.3g}"
+
+
+def check(target: Target, figures: Figures, unit: str) -> list[Verdict]:
+    variants = [target.variant] if target.variant else figures.variants(target.metric)
+    if not variants:
+        return [Verdict(target, "—", "no figures", None, "not measured")]
+    return [_check_one(target, variant, figures, unit) for variant in variants]
+
+
+def _check_one(t: Target, variant: str, figures: Figures, unit: str) -> Verdict:
+    a = figures.median(t.metric, variant, t.a)
+    b = figures.median(t.metric, variant, t.b) if t.b else None
+    if a is None or (t.b and b is None):
+        return Verdict(t, variant, "a figure is missing", None, "not measured")
+    if t.kind in ("ratio_max", "ratio_min"):
+        assert b is not None
+        r = a / b
+        measured = f"{t.a} / {t.b} = {fmt(a)} / {fmt(b)} = **{fmt(r)}x** (target {'≤' if t.kind == 'ratio_max' else '≥'} {fmt(t.limit)}x)"
+        if t.kind == "ratio_max":
+            met = r <= t.limit
+            margin = "met" if met else f"**MISSED by {100 * (r / t.limit - 1):.0f} %**"
+        else:
+            met = r >= t.limit
+            margin = "met" if met else f"**MISSED: {fmt(r)}x instead of {fmt(t.limit)}x ({100 * (1 - r / t.limit):.0f} % short)**"
+        return Verdict(t, variant, measured, met, margin)
+    if t.kind in ("abs_max", "abs_min"):
+        measured = f"{t.a}: **{fmt(a)} {unit}** (target {'≤' if t.kind == 'abs_max' else '≥'} {fmt(t.limit)} {unit})"
+        if t.kind == "abs_max":
+            met = a <= t.limit
+            margin = "met" if met else f"**MISSED by {100 * (a / t.limit - 1):.0f} %**"
+        else:
+            met = a >= t.limit
+            margin = "met" if met else f"**MISSED by {100 * (1 - a / t.limit):.1f} %**"
+        return Verdict(t, variant, measured, met, margin)
+    if t.kind == "diff_max":
+        assert b is not None
+        d = a - b
+        measured = f"{t.a} − {t.b} = {fmt(a)} − {fmt(b)} = **{fmt(d)} {unit}** (target ≤ {fmt(t.limit)} {unit})"
+        met = d <= t.limit
+        margin = "met" if met else f"**MISSED by {fmt(d - t.limit)} {unit}**"
+        return Verdict(t, variant, measured, met, margin)
+    raise ValueError(f"unknown target kind {t.kind!r}")
