@@ -86,6 +86,7 @@ func (c *creator) create(ctx context.Context, n int, rec *recorder) error {
 				if i >= n || ctx.Err() != nil {
 					return
 				}
+				rec.createSent(i)
 				_, err := c.client.CoreV1().ConfigMaps(c.namespace).Create(ctx, c.configMap(objectName(i)), metav1.CreateOptions{})
 				if err != nil {
 					cancel(fmt.Errorf("create %s/%s: %w", c.namespace, objectName(i), err))
