@@ -1,0 +1,158 @@
+// Command remote-go is both sides of hack/bench-remote (issue 8 part 2, "the
+// remote cost"): a no-op reconciler on ConfigMaps, either in-process with
+// controller-runtime or as a remote worker of a running workqueue-sidecar
+// through the Go client's Work stream. Both modes share the creator and the
+// measurement, so the only difference is where the queue lives.
+//
+//	remote-go -kubeconfig FILE -namespace NS controller-runtime
+//	remote-go -kubeconfig FILE -namespace NS -sidecar 127.0.0.1:PORT -queue cms sidecar
+//	remote-go -kubeconfig FILE -namespace NS cleanup
+//
+// A run: start the reconciling side, prove it is live end to end (a probe
+// ConfigMap must be reconciled), create -objects ConfigMaps from -creators
+// goroutines, wait until each has been reconciled once, print one line:
+//
+//	result program=... objects=5000 workers=4 total_s=... create_s=... p50_ms=... p99_ms=... max_ms=... negative=0 ...
+//
+// and exit 0; exit 1 if some key was not reconciled within -timeout.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// probeName is the ConfigMap created before the measured ones: once it has
+// been reconciled, the watch, the queue and the workers all run.
+const probeName = "probe"
+
+type options struct {
+	kubeconfig string
+	namespace  string
+	objects    int
+	workers    int
+	creators   int
+	timeout    time.Duration
+	sidecar    string
+	queue      string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file")
+	flag.StringVar(&o.namespace, "namespace", "", "namespace of the run's ConfigMaps (must exist)")
+	flag.IntVar(&o.objects, "objects", 5000, "ConfigMaps to create")
+	flag.IntVar(&o.workers, "workers", 4, "reconciles at once (MaxConcurrentReconciles, or Run's concurrency)")
+	flag.IntVar(&o.creators, "creators", 8, "goroutines creating ConfigMaps")
+	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long to wait for every key's first reconcile")
+	flag.StringVar(&o.sidecar, "sidecar", "", "sidecar mode: the sidecar's gRPC address (127.0.0.1:PORT or a unix socket path)")
+	flag.StringVar(&o.queue, "queue", "cms", "sidecar mode: the queue whose primary informer watches the namespace's ConfigMaps")
+	flag.Parse()
+	// The default logger carries controller-runtime's and the Go client's
+	// logs; warnings only, so stderr stays readable.
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+
+	if o.namespace == "" {
+		fail(fmt.Errorf("-namespace is required"))
+	}
+	config, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	if err != nil {
+		fail(err)
+	}
+	ctx := context.Background()
+	switch mode := flag.Arg(0); mode {
+	case "controller-runtime":
+		err = measure(ctx, o, config, &controllerRuntimeSide{})
+	case "sidecar":
+		if o.sidecar == "" {
+			fail(fmt.Errorf("sidecar mode needs -sidecar"))
+		}
+		err = measure(ctx, o, config, &sidecarSide{target: o.sidecar, queue: o.queue})
+	case "cleanup":
+		err = cleanup(ctx, config, o.namespace)
+	default:
+		err = fmt.Errorf("usage: remote-go [flags] controller-runtime|sidecar|cleanup")
+	}
+	if err != nil {
+		fail(err)
+	}
+}
+
+// side is the reconciling half of a run. start returns once the side is
+// running (its own notion of started: caches synced, stream dialled); every
+// reconcile calls observe with the object's name; stop ends it.
+type side interface {
+	program() string
+	start(ctx context.Context, o options, config *rest.Config, observe func(name string)) error
+	// describe is extra key=value fields for the result line, read after the
+	// run (e.g. which queue controller-runtime used).
+	describe() string
+	stop() error
+}
+
+// measure is one run, the same for both sides.
+func measure(ctx context.Context, o options, config *rest.Config, s side) error {
+	rec := newRecorder(o.objects, probeName)
+	if err := s.start(ctx, o, config, rec.observe); err != nil {
+		return fmt.Errorf("%s: start: %w", s.program(), err)
+	}
+	c, err := newCreator(config, o.namespace, o.creators)
+	if err != nil {
+		return err
+	}
+	if err := c.probe(ctx, probeName, rec.probeSeen, time.Minute); err != nil {
+		return fmt.Errorf("%s: not reconciling: %w", s.program(), err)
+	}
+
+	if err := c.create(ctx, o.objects, rec); err != nil {
+		return err
+	}
+	timer := time.NewTimer(o.timeout)
+	defer timer.Stop()
+	select {
+	case <-rec.allSeen:
+	case <-timer.C:
+	}
+	// Read the memory while everything is still up and holding its state.
+	rss := selfRSSKiB()
+	res := rec.summary()
+	stopErr := s.stop()
+	fmt.Printf("result program=%s objects=%d workers=%d creators=%d %s rss_kib=%d %s\n",
+		s.program(), o.objects, o.workers, o.creators, res, rss, s.describe())
+	if res.missing > 0 {
+		return fmt.Errorf("%d of %d keys not reconciled within %s", res.missing, o.objects, o.timeout)
+	}
+	return stopErr
+}
+
+// cleanup deletes the run's ConfigMaps in one call and then the namespace;
+// without a controller-manager the namespace stays Terminating, but the
+// objects are gone from etcd and from later runs' way.
+func cleanup(ctx context.Context, config *rest.Config, namespace string) error {
+	client, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return err
+	}
+	err = client.CoreV1().ConfigMaps(namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("delete the ConfigMaps of %s: %w", namespace, err)
+	}
+	if err := client.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("delete namespace %s: %w", namespace, err)
+	}
+	return nil
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "remote-go:", err)
+	os.Exit(1)
+}

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// recorder holds the two instants of each object: when its Create call
+// returned (the object is committed: the "event") and when it was first
+// reconciled. Both sides' reconcilers and the creator write here, so both
+// pay the same bookkeeping. Instants are nanoseconds on the process's
+// monotonic clock since base, plus one so that 0 means "not yet".
+type recorder struct {
+	base      time.Time
+	probe     string
+	firstSent atomic.Int64
+	sent      []atomic.Int64
+	created   []atomic.Int64
+	seen      []atomic.Int64
+	remaining atomic.Int64
+	// allSeen closes when every object has been reconciled at least once.
+	allSeen chan struct{}
+	// probeSeen closes when the probe object has been reconciled.
+	probeSeen chan struct{}
+	probeOnce sync.Once
+	// reconciles counts every reconcile of a measured object, repeats
+	// included (an Update would cause one; a no-op reconciler writes none).
+	reconciles atomic.Int64
+	// others counts reconciles of objects that are neither measured nor the
+	// probe; nonzero means something else lives in the namespace.
+	others atomic.Int64
+}
+
+func newRecorder(objects int, probe string) *recorder {
+	r := &recorder{
+		base:      time.Now(),
+		probe:     probe,
+		sent:      make([]atomic.Int64, objects),
+		created:   make([]atomic.Int64, objects),
+		seen:      make([]atomic.Int64, objects),
+		allSeen:   make(chan struct{}),
+		probeSeen: make(chan struct{}),
+	}
+	r.remaining.Store(int64(objects))
+	if objects == 0 {
+		close(r.allSeen)
+	}
+	return r
+}
+
+func (r *recorder) now() int64 { return int64(time.Since(r.base)) + 1 }
+
+// startCreating marks the instant just before the first Create is sent.
+func (r *recorder) startCreating() { r.firstSent.Store(r.now()) }
+
+// createSent records the instant just before object i's Create is sent.
+func (r *recorder) createSent(i int) { r.sent[i].Store(r.now()) }
+
+// createReturned records that object i's Create call returned.
+func (r *recorder) createReturned(i int) { r.created[i].Store(r.now()) }
+
+// observe is called by the reconciler, with the object's name.
+func (r *recorder) observe(name string) {
+	t := r.now()
+	if name == r.probe {
+		r.probeOnce.Do(func() { close(r.probeSeen) })
+		return
+	}
+	i, ok := objectIndex(name)
+	if !ok || i >= len(r.seen) {
+		r.others.Add(1)
+		return
+	}
+	r.reconciles.Add(1)
+	if r.seen[i].CompareAndSwap(0, t) && r.remaining.Add(-1) == 0 {
+		close(r.allSeen)
+	}
+}
+
+// summary is a run's figures.
+type summary struct {
+	total, create      time.Duration
+	p50, p99, max, min time.Duration
+	// Latency from the instant the Create was sent instead: an upper
+	// bound that includes the API server's write, never negative.
+	sentP50, sentP99   time.Duration
+	negative, missing  int
+	reconciles, others int64
+}
+
+func (r *recorder) summary() summary {
+	var s summary
+	first := r.firstSent.Load()
+	var lastCreated, lastSeen int64
+	latencies := make([]time.Duration, 0, len(r.seen))
+	fromSent := make([]time.Duration, 0, len(r.seen))
+	for i := range r.seen {
+		c, t := r.created[i].Load(), r.seen[i].Load()
+		lastCreated = max(lastCreated, c)
+		if t == 0 || c == 0 {
+			s.missing++
+			continue
+		}
+		lastSeen = max(lastSeen, t)
+		d := time.Duration(t - c)
+		if d < 0 {
+			// The watch event reached the reconciler before the Create
+			// response reached the creator: counted, and kept in the
+			// percentiles as the negative value it is.
+			s.negative++
+		}
+		latencies = append(latencies, d)
+		fromSent = append(fromSent, time.Duration(t-r.sent[i].Load()))
+	}
+	s.total = time.Duration(lastSeen - first)
+	s.create = time.Duration(lastCreated - first)
+	slices.Sort(latencies)
+	s.p50, s.p99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
+	if n := len(latencies); n > 0 {
+		s.min, s.max = latencies[0], latencies[n-1]
+	}
+	slices.Sort(fromSent)
+	s.sentP50, s.sentP99 = percentile(fromSent, 0.50), percentile(fromSent, 0.99)
+	s.reconciles, s.others = r.reconciles.Load(), r.others.Load()
+	return s
+}
+
+// percentile is the nearest-rank percentile of sorted values.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(float64(len(sorted))*p+0.999999999) - 1
+	return sorted[min(max(rank, 0), len(sorted)-1)]
+}
+
+func (s summary) String() string {
+	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 3, 64) }
+	return fmt.Sprintf("total_s=%.3f create_s=%.3f p50_ms=%s p99_ms=%s max_ms=%s min_ms=%s negative=%d sent_p50_ms=%s sent_p99_ms=%s missing=%d reconciles=%d others=%d",
+		s.total.Seconds(), s.create.Seconds(), ms(s.p50), ms(s.p99), ms(s.max), ms(s.min), s.negative, ms(s.sentP50), ms(s.sentP99), s.missing, s.reconciles, s.others)
+}
+
+// selfRSSKiB is this process's resident set (VmRSS), 0 if unknown.
+func selfRSSKiB() int {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	scanner := bufio.NewScanner(f)
+	for scanner.Scan() {
+		if rest, ok := strings.CutPrefix(scanner.Text(), "VmRSS:"); ok {
+			kib, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+			return kib
+		}
+	}
+	return 0
+}
