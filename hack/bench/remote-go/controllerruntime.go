@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -32,7 +33,7 @@ type controllerRuntimeSide struct {
 
 func (*controllerRuntimeSide) program() string { return "controller-runtime" }
 
-func (s *controllerRuntimeSide) start(ctx context.Context, o options, config *rest.Config, observe func(string)) error {
+func (s *controllerRuntimeSide) start(ctx context.Context, o options, config *rest.Config, rec *recorder) error {
 	ctrllog.SetLogger(logr.FromSlogHandler(slog.Default().Handler()))
 	mgr, err := manager.New(config, manager.Options{
 		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{o.namespace: {}}},
@@ -45,11 +46,15 @@ func (s *controllerRuntimeSide) start(ctx context.Context, o options, config *re
 		return err
 	}
 	noop := reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
-		observe(req.Name)
+		rec.observe(req.Name)
 		return reconcile.Result{}, nil
 	})
+	// What For(&ConfigMap{}) would do (controller-runtime's own
+	// EnqueueRequestForObject, with its priorities), plus a stamp of when
+	// each event is queued.
 	s.ctrl, err = builder.ControllerManagedBy(mgr).
-		For(&corev1.ConfigMap{}).
+		Named("bench-remote").
+		Watches(&corev1.ConfigMap{}, stampingHandler{inner: &handler.EnqueueRequestForObject{}, rec: rec}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.workers}).
 		Build(noop)
 	if err != nil {

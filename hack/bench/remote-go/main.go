@@ -12,7 +12,7 @@
 // ConfigMap must be reconciled), create -objects ConfigMaps from -creators
 // goroutines, wait until each has been reconciled once, print one line:
 //
-//	result program=... objects=5000 workers=4 total_s=... create_s=... p50_ms=... p99_ms=... max_ms=... negative=0 ...
+//	result program=... objects=5000 workers=4 total_s=... create_s=... sent_p50_ms=... sent_p99_ms=... dispatch_p99_ms=... ...
 //
 // and exit 0; exit 1 if some key was not reconciled within -timeout.
 package main
@@ -88,11 +88,12 @@ func main() {
 }
 
 // side is the reconciling half of a run. start returns once the side is
-// running (its own notion of started: caches synced, stream dialled); every
-// reconcile calls observe with the object's name; stop ends it.
+// running (its own notion of started: caches synced, stream dialled); the
+// side tells rec when it queued an object's event (queuedAt) and when it
+// reconciled it (observe); stop ends it.
 type side interface {
 	program() string
-	start(ctx context.Context, o options, config *rest.Config, observe func(name string)) error
+	start(ctx context.Context, o options, config *rest.Config, rec *recorder) error
 	// describe is extra key=value fields for the result line, read after the
 	// run (e.g. which queue controller-runtime used).
 	describe() string
@@ -102,7 +103,7 @@ type side interface {
 // measure is one run, the same for both sides.
 func measure(ctx context.Context, o options, config *rest.Config, s side) error {
 	rec := newRecorder(o.objects, probeName)
-	if err := s.start(ctx, o, config, rec.observe); err != nil {
+	if err := s.start(ctx, o, config, rec); err != nil {
 		return fmt.Errorf("%s: start: %w", s.program(), err)
 	}
 	c, err := newCreator(config, o.namespace, o.creators)

@@ -12,17 +12,21 @@ import (
 	"time"
 )
 
-// recorder holds the two instants of each object: when its Create call
-// returned (the object is committed: the "event") and when it was first
-// reconciled. Both sides' reconcilers and the creator write here, so both
-// pay the same bookkeeping. Instants are nanoseconds on the process's
-// monotonic clock since base, plus one so that 0 means "not yet".
+// recorder holds the instants of each object: when its Create was sent and
+// when the call returned (the creator), when the reconciling side queued its
+// first event (controller-runtime's event handler, or the sidecar's
+// enqueued_at stamp on the lease), and when it was first reconciled. Both
+// sides' reconcilers and the creator write here, so both pay the same
+// bookkeeping. Instants are nanoseconds since base, plus one so that 0 means
+// "not yet"; all but the sidecar's stamp are on this process's monotonic
+// clock, that one on the machine's wall clock, which base also reads.
 type recorder struct {
 	base      time.Time
 	probe     string
 	firstSent atomic.Int64
 	sent      []atomic.Int64
 	created   []atomic.Int64
+	queued    []atomic.Int64
 	seen      []atomic.Int64
 	remaining atomic.Int64
 	// allSeen closes when every object has been reconciled at least once.
@@ -44,6 +48,7 @@ func newRecorder(objects int, probe string) *recorder {
 		probe:     probe,
 		sent:      make([]atomic.Int64, objects),
 		created:   make([]atomic.Int64, objects),
+		queued:    make([]atomic.Int64, objects),
 		seen:      make([]atomic.Int64, objects),
 		allSeen:   make(chan struct{}),
 		probeSeen: make(chan struct{}),
@@ -66,6 +71,14 @@ func (r *recorder) createSent(i int) { r.sent[i].Store(r.now()) }
 // createReturned records that object i's Create call returned.
 func (r *recorder) createReturned(i int) { r.created[i].Store(r.now()) }
 
+// queuedAt records when the reconciling side queued the first event of the
+// object called name; later events of the same object are ignored.
+func (r *recorder) queuedAt(name string, at time.Time) {
+	if i, ok := objectIndex(name); ok && i < len(r.queued) {
+		r.queued[i].CompareAndSwap(0, int64(at.Sub(r.base))+1)
+	}
+}
+
 // observe is called by the reconciler, with the object's name.
 func (r *recorder) observe(name string) {
 	t := r.now()
@@ -86,21 +99,40 @@ func (r *recorder) observe(name string) {
 
 // summary is a run's figures.
 type summary struct {
-	total, create      time.Duration
-	p50, p99, max, min time.Duration
-	// Latency from the instant the Create was sent instead: an upper
-	// bound that includes the API server's write, never negative.
-	sentP50, sentP99   time.Duration
-	negative, missing  int
-	reconciles, others int64
+	total, create time.Duration
+	// Latency from the instant the Create was sent: the end-to-end figure,
+	// which includes the API server's write and watch, never negative.
+	sent percentiles
+	// Latency from the instant the Create call returned: a later stand-in
+	// for "committed", negative when the watch event beat the response.
+	returned percentiles
+	// From the side's queueing of the event to the first reconcile: the
+	// queue and the hand-over to the worker, without the API server.
+	dispatch                        percentiles
+	negative, missing, missingQueue int
+	reconciles, others              int64
+}
+
+// percentiles of one latency over the objects of a run.
+type percentiles struct{ p50, p99, max time.Duration }
+
+func percentilesOf(values []time.Duration) percentiles {
+	slices.Sort(values)
+	var p percentiles
+	p.p50, p.p99 = percentile(values, 0.50), percentile(values, 0.99)
+	if n := len(values); n > 0 {
+		p.max = values[n-1]
+	}
+	return p
 }
 
 func (r *recorder) summary() summary {
 	var s summary
 	first := r.firstSent.Load()
 	var lastCreated, lastSeen int64
-	latencies := make([]time.Duration, 0, len(r.seen))
 	fromSent := make([]time.Duration, 0, len(r.seen))
+	fromReturned := make([]time.Duration, 0, len(r.seen))
+	fromQueued := make([]time.Duration, 0, len(r.seen))
 	for i := range r.seen {
 		c, t := r.created[i].Load(), r.seen[i].Load()
 		lastCreated = max(lastCreated, c)
@@ -109,6 +141,7 @@ func (r *recorder) summary() summary {
 			continue
 		}
 		lastSeen = max(lastSeen, t)
+		fromSent = append(fromSent, time.Duration(t-r.sent[i].Load()))
 		d := time.Duration(t - c)
 		if d < 0 {
 			// The watch event reached the reconciler before the Create
@@ -116,18 +149,16 @@ func (r *recorder) summary() summary {
 			// percentiles as the negative value it is.
 			s.negative++
 		}
-		latencies = append(latencies, d)
-		fromSent = append(fromSent, time.Duration(t-r.sent[i].Load()))
+		fromReturned = append(fromReturned, d)
+		if q := r.queued[i].Load(); q != 0 {
+			fromQueued = append(fromQueued, time.Duration(t-q))
+		} else {
+			s.missingQueue++
+		}
 	}
 	s.total = time.Duration(lastSeen - first)
 	s.create = time.Duration(lastCreated - first)
-	slices.Sort(latencies)
-	s.p50, s.p99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
-	if n := len(latencies); n > 0 {
-		s.min, s.max = latencies[0], latencies[n-1]
-	}
-	slices.Sort(fromSent)
-	s.sentP50, s.sentP99 = percentile(fromSent, 0.50), percentile(fromSent, 0.99)
+	s.sent, s.returned, s.dispatch = percentilesOf(fromSent), percentilesOf(fromReturned), percentilesOf(fromQueued)
 	s.reconciles, s.others = r.reconciles.Load(), r.others.Load()
 	return s
 }
@@ -143,8 +174,12 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 
 func (s summary) String() string {
 	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 3, 64) }
-	return fmt.Sprintf("total_s=%.3f create_s=%.3f p50_ms=%s p99_ms=%s max_ms=%s min_ms=%s negative=%d sent_p50_ms=%s sent_p99_ms=%s missing=%d reconciles=%d others=%d",
-		s.total.Seconds(), s.create.Seconds(), ms(s.p50), ms(s.p99), ms(s.max), ms(s.min), s.negative, ms(s.sentP50), ms(s.sentP99), s.missing, s.reconciles, s.others)
+	p := func(prefix string, v percentiles) string {
+		return fmt.Sprintf("%sp50_ms=%s %sp99_ms=%s %smax_ms=%s", prefix, ms(v.p50), prefix, ms(v.p99), prefix, ms(v.max))
+	}
+	return fmt.Sprintf("total_s=%.3f create_s=%.3f %s %s %s negative=%d missing=%d missing_queued=%d reconciles=%d others=%d",
+		s.total.Seconds(), s.create.Seconds(), p("sent_", s.sent), p("returned_", s.returned), p("dispatch_", s.dispatch),
+		s.negative, s.missing, s.missingQueue, s.reconciles, s.others)
 }
 
 // selfRSSKiB is this process's resident set (VmRSS), 0 if unknown.

@@ -24,7 +24,7 @@ type sidecarSide struct {
 
 func (*sidecarSide) program() string { return "workqueue-sidecar" }
 
-func (s *sidecarSide) start(ctx context.Context, o options, _ *rest.Config, observe func(string)) error {
+func (s *sidecarSide) start(ctx context.Context, o options, _ *rest.Config, rec *recorder) error {
 	dialCtx, cancelDial := context.WithTimeout(ctx, 30*time.Second)
 	defer cancelDial()
 	client, err := workqueue.Dial(dialCtx, s.target, workqueue.WithWorkerName("bench-remote"))
@@ -40,7 +40,10 @@ func (s *sidecarSide) start(ctx context.Context, o options, _ *rest.Config, obse
 	}
 	noop := workqueue.ReconcilerFunc(func(_ context.Context, req workqueue.Request) (workqueue.Result, error) {
 		_, name := workqueue.SplitKey(req.Key)
-		observe(name)
+		// EnqueuedAt is the sidecar's stamp of when the key became ready,
+		// the counterpart of controller-runtime's event handler queueing it.
+		rec.queuedAt(name, req.EnqueuedAt)
+		rec.observe(name)
 		return workqueue.Result{}, nil
 	})
 	runCtx, cancel := context.WithCancel(ctx)
