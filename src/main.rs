@@ -88,6 +88,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         let bindings = bindings.iter().map(|(name, binding)| (name.as_str(), binding));
         InformerRegistry::build(client, &informer_specs, &queues, bindings).await.context("resolving the informers")?
     });
+    metrics.register_informers(informers.all());
     let readiness = Readiness::new();
     let listeners = server::Listeners::bind(cli.tcp.0, cli.unix.as_deref(), cli.allow_remote).await?;
     let admin_listener = match cli.admin.0 {

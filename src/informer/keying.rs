@@ -7,6 +7,7 @@
 //! the slow lane, watch events the fast one (both configurable).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tracing::debug;
 
@@ -27,6 +28,59 @@ pub enum Change<'a> {
     Updated { old: &'a CachedObject, new: &'a CachedObject },
     /// Deleted (a watch event, or missing from a relist); `last` is its last known state.
     Deleted { last: &'a CachedObject },
+}
+
+impl Change<'_> {
+    pub fn kind(&self) -> ChangeKind {
+        match self {
+            Change::InitialList { .. } => ChangeKind::InitialList,
+            Change::Added { .. } => ChangeKind::Added,
+            Change::Updated { .. } => ChangeKind::Updated,
+            Change::Deleted { .. } => ChangeKind::Deleted,
+        }
+    }
+}
+
+/// The kind of a [`Change`] without its objects, for counting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeKind {
+    InitialList,
+    Added,
+    Updated,
+    Deleted,
+}
+
+impl ChangeKind {
+    pub const ALL: [ChangeKind; 4] =
+        [ChangeKind::InitialList, ChangeKind::Added, ChangeKind::Updated, ChangeKind::Deleted];
+
+    /// The name metrics use (the `type` label).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::InitialList => "initial_list",
+            ChangeKind::Added => "added",
+            ChangeKind::Updated => "updated",
+            ChangeKind::Deleted => "deleted",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// How many changes of each kind an informer has handed to its queues.
+#[derive(Debug, Default)]
+pub struct ChangeCounts([AtomicU64; 4]);
+
+impl ChangeCounts {
+    pub fn count(&self, kind: ChangeKind) {
+        self.0[kind.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn get(&self, kind: ChangeKind) -> u64 {
+        self.0[kind.index()].load(Ordering::Relaxed)
+    }
 }
 
 /// One queue listening to one informer.

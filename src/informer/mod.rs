@@ -21,7 +21,7 @@ mod tombstone;
 mod watch;
 
 pub use error::InformerError;
-pub use keying::Change;
+pub use keying::{Change, ChangeKind};
 pub use object::{CachedObject, Meta, OwnerRef};
 pub use registry::InformerRegistry;
 pub use selector::LabelSelector;

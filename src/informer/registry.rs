@@ -190,6 +190,11 @@ impl InformerRegistry {
         self.informers.is_empty()
     }
 
+    /// Every informer, in config order.
+    pub fn all(&self) -> Vec<Arc<SharedInformer>> {
+        self.names.iter().map(|name| self.informers[name].clone()).collect()
+    }
+
     /// Readiness: every informer has finished its first list (true with none).
     pub fn all_synced(&self) -> bool {
         self.informers.values().all(|i| i.is_synced())

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use super::error::InformerError;
-use super::keying::{Change, Subscriber};
+use super::keying::{Change, ChangeCounts, ChangeKind, Subscriber};
 use super::object::{CachedObject, Shaping};
 use super::spec::InformerSpec;
 use super::store::{ListQuery, Page, Store};
@@ -44,6 +44,8 @@ pub struct SharedInformer {
     dropped: AtomicU64,
     /// Lists completed: 1 after the first, one more per relist (after a 410 or an expired watch).
     lists_done: AtomicU64,
+    /// Changes handed to the subscribers, by kind; counted once every queue has them.
+    changes: ChangeCounts,
 }
 
 impl SharedInformer {
@@ -62,6 +64,7 @@ impl SharedInformer {
             seen_version: watch::Sender::new(0),
             dropped: AtomicU64::new(0),
             lists_done: AtomicU64::new(0),
+            changes: ChangeCounts::default(),
         }
     }
 
@@ -167,6 +170,8 @@ impl SharedInformer {
         for subscriber in self.subscribers.read().iter() {
             subscriber.deliver(&self.name, change);
         }
+        // After the loop: a count of N means N changes are on the queues.
+        self.changes.count(change.kind());
     }
 
     /// Re-enqueues every object on the primary queues (reason Resync).
@@ -208,6 +213,13 @@ impl SharedInformer {
 
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// How many changes of `kind` this informer has handed to its queues
+    /// (every queue's Add for them has returned). A relist counts the objects
+    /// it found added, changed or gone; unchanged ones are not changes.
+    pub fn changes(&self, kind: ChangeKind) -> u64 {
+        self.changes.get(kind)
     }
 
     /// How many lists have completed: 1 after the first, one more per relist.
@@ -270,5 +282,53 @@ impl SharedInformer {
     /// Every cached key, in namespace/name order.
     pub fn keys(&self) -> Vec<Arc<str>> {
         self.store.read().keys()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::GroupVersionKind;
+
+    use super::*;
+
+    fn informer() -> SharedInformer {
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
+        SharedInformer::new(InformerSpec::new("cms", "", "v1", "ConfigMap"), resource, true)
+    }
+
+    fn config_map(name: &str, resource_version: &str) -> DynamicObject {
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
+        let mut object = DynamicObject::new(name, &resource).within("ns");
+        object.metadata.resource_version = Some(resource_version.into());
+        object
+    }
+
+    fn counts(informer: &SharedInformer) -> [u64; 4] {
+        ChangeKind::ALL.map(|kind| informer.changes(kind))
+    }
+
+    #[test]
+    fn changes_should_be_counted_by_kind_and_a_relist_only_for_what_changed() {
+        let informer = informer();
+        informer.on_init();
+        informer.on_listed(config_map("a", "1"));
+        informer.on_listed(config_map("b", "2"));
+        informer.on_list_done();
+        assert_eq!(counts(&informer), [2, 0, 0, 0], "[initial_list, added, updated, deleted]");
+
+        informer.on_applied(config_map("c", "3"));
+        informer.on_applied(config_map("a", "4"));
+        informer.on_applied(config_map("a", "5"));
+        informer.on_deleted(config_map("b", "6"));
+        assert_eq!(counts(&informer), [2, 1, 2, 1]);
+
+        // A relist: "a" unchanged, "c" changed, "d" new, and nothing deleted meanwhile.
+        informer.on_init();
+        informer.on_listed(config_map("a", "5"));
+        informer.on_listed(config_map("c", "7"));
+        informer.on_listed(config_map("d", "8"));
+        informer.on_list_done();
+        assert_eq!(counts(&informer), [2, 2, 3, 1]);
+        assert_eq!(informer.lists_done(), 2);
     }
 }

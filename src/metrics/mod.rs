@@ -1,10 +1,11 @@
-//! Prometheus metrics: client-go's workqueue metric names, plus leases and gRPC requests.
+//! Prometheus metrics: client-go's workqueue metric names, plus leases, informers and gRPC requests.
 //!
 //! Queue metrics use client-go's names and its `name` label so existing
 //! workqueue dashboards work unchanged. Counters and histograms are fed by
 //! the queue's observer hooks; gauges are read from the queues at scrape time.
 
 mod grpc_layer;
+mod informer_metrics;
 mod queue_metrics;
 
 use std::sync::Arc;
@@ -15,8 +16,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 pub use grpc_layer::GrpcMetricsLayer;
+pub use informer_metrics::InformerCollector;
 pub use queue_metrics::QueueMetrics;
 
+use crate::informer::SharedInformer;
 use crate::queues::QueueRegistry;
 
 /// Every metric of the process, and the registry they are encoded from.
@@ -41,6 +44,12 @@ impl Metrics {
             leader.clone(),
         );
         Arc::new(Metrics { registry: Mutex::new(registry), queues, grpc, leader })
+    }
+
+    /// Adds the informers' counters (events by type, lists) to what is
+    /// encoded; once, after the informers are built.
+    pub fn register_informers(&self, informers: Vec<Arc<SharedInformer>>) {
+        self.registry.lock().register_collector(Box::new(InformerCollector::new(informers)));
     }
 
     /// Reads the gauges from the queues, then encodes everything in the

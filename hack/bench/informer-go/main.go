@@ -1,12 +1,18 @@
-// Command informer-go is the client-go peer of hack/bench-informer: a
-// SharedInformer on ConfigMaps, timed from process start to HasSynced, and a
-// populate mode that creates the ConfigMaps the benchmark lists.
+// Command informer-go is the client-go peer of hack/bench-informer and
+// hack/bench-ingest: a SharedInformer on ConfigMaps, timed from process start to
+// HasSynced, a populate mode that creates the ConfigMaps the benchmarks list,
+// and, for hack/bench-ingest, a patch driver and a metric poller.
 //
 //	informer-go -kubeconfig FILE -namespace NS populate -count 10000 -size 1024
 //	informer-go -kubeconfig FILE -namespace NS sync
+//	informer-go -kubeconfig FILE -namespace NS ingest -expect-updates 100000
+//	informer-go -kubeconfig FILE -namespace NS -qps -1 patch -count 100000 -round R
+//	informer-go wait-metric -url http://ADDR/metrics -sample 'name{labels}' -value 100000
 //
 // sync prints one line "synced objects=N seconds=S unix_us=T" once the informer's
 // cache has synced, then sleeps until killed so the caller can read its RSS.
+// ingest is sync plus a client-go workqueue fed by the informer's events; see
+// ingest.go.
 package main
 
 import (
@@ -16,6 +22,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,12 +38,19 @@ func main() {
 	start := time.Now()
 	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file")
 	namespace := flag.String("namespace", "bench-informer", "namespace of the ConfigMaps")
+	qps := flag.Float64("qps", 500, "client-side rate limit in requests per second (burst twice that); negative turns it off")
 	flag.Parse()
+	if flag.Arg(0) == "wait-metric" {
+		// Talks to the sidecar's admin port only: no kubeconfig needed.
+		waitMetric(flag.Args()[1:])
+		return
+	}
 	config, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {
 		fail(err)
 	}
-	config.QPS, config.Burst = 500, 1000
+	// client-go reads a negative QPS as "no client-side rate limiter".
+	config.QPS, config.Burst = float32(*qps), int(2**qps)
 	client, err := kubernetes.NewForConfig(config)
 	if err != nil {
 		fail(err)
@@ -46,23 +60,41 @@ func main() {
 		fs := flag.NewFlagSet("populate", flag.ExitOnError)
 		count := fs.Int("count", 10000, "ConfigMaps to create")
 		size := fs.Int("size", 1024, "bytes of data per ConfigMap")
+		label := fs.String("label", "bench=informer", "the label (key=value) every created ConfigMap carries")
+		progress := fs.Bool("progress", false, "print the count created so far on stderr every 5 s")
 		_ = fs.Parse(flag.Args()[1:])
-		populate(client, *namespace, *count, *size)
+		populate(client, *namespace, *count, *size, *label, *progress)
 	case "sync":
 		syncInformer(client, *namespace, start)
+	case "ingest":
+		fs := flag.NewFlagSet("ingest", flag.ExitOnError)
+		expect := fs.Int64("expect-updates", 0, "print an \"updated\" line when this many update events have been handled")
+		_ = fs.Parse(flag.Args()[1:])
+		ingest(client, *namespace, start, *expect)
+	case "patch":
+		fs := flag.NewFlagSet("patch", flag.ExitOnError)
+		count := fs.Int("count", 10000, "ConfigMaps to patch: cm-00000 up to count-1")
+		round := fs.String("round", "", "annotation value to set; must differ from the last run's so every patch changes its object")
+		workers := fs.Int("workers", 32, "parallel patch requests")
+		_ = fs.Parse(flag.Args()[1:])
+		patch(client, *namespace, *count, *round, *workers)
 	default:
-		fail(fmt.Errorf("usage: informer-go [flags] populate|sync"))
+		fail(fmt.Errorf("usage: informer-go [flags] populate|sync|ingest|patch|wait-metric"))
 	}
 }
 
-func populate(client *kubernetes.Clientset, namespace string, count, size int) {
+func populate(client *kubernetes.Clientset, namespace string, count, size int, label string, progress bool) {
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
 	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		fail(err)
 	}
+	labelKey, labelValue, ok := strings.Cut(label, "=")
+	if !ok {
+		fail(fmt.Errorf("-label %q: want key=value", label))
+	}
 	existing := map[string]bool{}
-	list, err := client.CoreV1().ConfigMaps(namespace).List(ctx, metav1.ListOptions{LabelSelector: "bench=informer"})
+	list, err := client.CoreV1().ConfigMaps(namespace).List(ctx, metav1.ListOptions{LabelSelector: label})
 	if err != nil {
 		fail(err)
 	}
@@ -70,6 +102,22 @@ func populate(client *kubernetes.Clientset, namespace string, count, size int) {
 		existing[cm.Name] = true
 	}
 	payload := strings.Repeat("x", size)
+	var created atomic.Int64
+	if progress {
+		missing := 0
+		for i := 0; i < count; i++ {
+			if !existing[fmt.Sprintf("cm-%05d", i)] {
+				missing++
+			}
+		}
+		fmt.Fprintf(os.Stderr, "populate: %d of %d exist, creating %d\n", count-missing, count, missing)
+		// Creating 100,000 objects takes minutes; say how far it got.
+		go func() {
+			for range time.Tick(5 * time.Second) {
+				fmt.Fprintf(os.Stderr, "populate: created %d of %d\n", created.Load(), missing)
+			}
+		}()
+	}
 	var wg sync.WaitGroup
 	work := make(chan int)
 	for w := 0; w < 32; w++ {
@@ -78,7 +126,7 @@ func populate(client *kubernetes.Clientset, namespace string, count, size int) {
 			defer wg.Done()
 			for i := range work {
 				cm := &corev1.ConfigMap{
-					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%05d", i), Labels: map[string]string{"bench": "informer"}},
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%05d", i), Labels: map[string]string{labelKey: labelValue}},
 					Data:       map[string]string{"payload": payload},
 				}
 				// A field manager gives every object managedFields, as in a real cluster.
@@ -86,6 +134,7 @@ func populate(client *kubernetes.Clientset, namespace string, count, size int) {
 				if err != nil && !apierrors.IsAlreadyExists(err) {
 					fail(err)
 				}
+				created.Add(1)
 			}
 		}()
 	}
