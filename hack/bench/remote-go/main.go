@@ -124,11 +124,11 @@ func measure(ctx context.Context, o options, config *rest.Config, s side) error 
 	case <-timer.C:
 	}
 	// Read the memory while everything is still up and holding its state.
-	rss := selfRSSKiB()
+	rss, cpu := selfRSSKiB(), selfCPUSeconds()
 	res := rec.summary()
 	stopErr := s.stop()
-	fmt.Printf("result program=%s objects=%d workers=%d creators=%d %s rss_kib=%d %s\n",
-		s.program(), o.objects, o.workers, o.creators, res, rss, s.describe())
+	fmt.Printf("result program=%s objects=%d workers=%d creators=%d %s rss_kib=%d cpu_s=%.3f %s\n",
+		s.program(), o.objects, o.workers, o.creators, res, rss, cpu, s.describe())
 	if res.missing > 0 {
 		return fmt.Errorf("%d of %d keys not reconciled within %s", res.missing, o.objects, o.timeout)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -180,6 +181,17 @@ func (s summary) String() string {
 	return fmt.Sprintf("total_s=%.3f create_s=%.3f %s %s %s negative=%d missing=%d missing_queued=%d reconciles=%d others=%d",
 		s.total.Seconds(), s.create.Seconds(), p("sent_", s.sent), p("returned_", s.returned), p("dispatch_", s.dispatch),
 		s.negative, s.missing, s.missingQueue, s.reconciles, s.others)
+}
+
+// selfCPUSeconds is the CPU time (user + system) this process has used so
+// far: the creator's share is the same in both modes, the rest is the
+// reconciling side's.
+func selfCPUSeconds() float64 {
+	var u syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
+		return 0
+	}
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano()).Seconds()
 }
 
 // selfRSSKiB is this process's resident set (VmRSS), 0 if unknown.
