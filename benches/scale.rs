@@ -151,8 +151,8 @@ async fn backlog(keys: usize, samples: usize) {
         mib(after),
         mib(sidecar.peak_kib())
     );
-    raw::record("bytes-per-key", &format!("{keys} keys"), per_key);
-    raw::record("add-rate", &format!("{keys} keys"), keys as f64 / add_time.as_secs_f64());
+    raw::record("bytes-per-key", &format!("{} keys", raw::thousands(keys)), per_key);
+    raw::record("add-rate", &format!("{} keys", raw::thousands(keys)), keys as f64 / add_time.as_secs_f64());
 
     let (gets, pairs) = get_done(&mut client, samples).await;
     println!("| unary Get with {keys} keys queued | {} |", summary_recorded("get-latency", gets));
@@ -204,7 +204,7 @@ async fn long_polls(channels: usize, calls: usize, park: Duration) {
         mib(parked),
         parked.saturating_sub(before) as f64 / calls as f64
     );
-    raw::record("long-poll-rss", &format!("{calls} parked Gets"), mib(parked));
+    raw::record("long-poll-rss", &format!("{} parked Gets", raw::thousands(calls)), mib(parked));
 
     let keys: Vec<String> = (0..calls).map(|i| format!("default/wake-{i}")).collect();
     let start = Instant::now();
@@ -223,7 +223,7 @@ async fn long_polls(channels: usize, calls: usize, park: Duration) {
         "| one Add of {calls} keys to {calls} parked Gets | all returned with a lease {all:?} after the Add started (the Add RPC itself: {add_returned:?}); per call {} |",
         summary(latencies)
     );
-    raw::record("long-poll-release", &format!("{calls} parked Gets"), raw::ms(all));
+    raw::record("long-poll-release", &format!("{} parked Gets", raw::thousands(calls)), raw::ms(all));
     assert_eq!(seen.len(), calls);
 }
 

@@ -6,11 +6,26 @@
 //! and the run number and hands the lines to the report generator
 //! (`hack/bench/report`), so no figure in docs/benchmarks.md is copied by hand.
 
+#![allow(dead_code)] // Each bench uses the part of this helper it needs.
+
 /// Prints one figure for the scripts, if they asked for them.
 pub fn record(metric: &str, variant: &str, value: f64) {
     if std::env::var_os("WQS_BENCH_MACHINE").is_some() {
         println!("wqs-raw\t{metric}\t{variant}\t{value}");
     }
+}
+
+/// A count as the report writes it: 1000000 as "1,000,000".
+pub fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
 }
 
 /// Milliseconds as a float, the unit the report uses for latencies.
