@@ -40,7 +40,8 @@ def table(section: Section, figures: Figures) -> list[str]:
             ours = figures.median(metric.key, variant, OURS)
             for peer in peers:
                 theirs = figures.median(metric.key, variant, peer)
-                row.append(fmt(theirs / ours) if ours and theirs is not None else "—")
+                # A ratio only means something between two positive figures (not for a lag around zero).
+                row.append(fmt(theirs / ours) if ours and theirs and ours > 0 and theirs > 0 else "—")
             lines.append("| " + " | ".join(row) + " |")
     return lines
 
