@@ -85,12 +85,16 @@ where
 }
 
 /// Whether the API server serves streaming lists (`sendInitialEvents`) for
-/// this resource: asks for one with a label selector that matches nothing
+/// this resource: asks for one of a single object name that does not exist
 /// and waits for its end-of-initial-events bookmark. Any failure means no.
+///
+/// A `metadata.name` field selector lets the API server look up one key
+/// instead of filtering every object of the namespace (a label selector
+/// matching nothing cost 60-100 ms of a 10,000-object sync).
 pub async fn supports_streaming_lists(informer: &SharedInformer, client: Client) -> bool {
     let api: Api<DynamicObject> = api(informer, client);
     let params = WatchParams {
-        label_selector: Some("workqueue-sidecar.io/streaming-list-probe=none".into()),
+        field_selector: Some("metadata.name=workqueue-sidecar-streaming-list-probe".into()),
         timeout: Some(5),
         bookmarks: true,
         send_initial_events: true,
