@@ -39,6 +39,7 @@ func main() {
 	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file")
 	namespace := flag.String("namespace", "bench-informer", "namespace of the ConfigMaps")
 	qps := flag.Float64("qps", 500, "client-side rate limit in requests per second (burst twice that); negative turns it off")
+	jsonWire := flag.Bool("json", false, "ask the API server for JSON, as the sidecar does, instead of client-go's default for built-in types (protobuf)")
 	flag.Parse()
 	if flag.Arg(0) == "wait-metric" {
 		// Talks to the sidecar's admin port only: no kubeconfig needed.
@@ -51,6 +52,11 @@ func main() {
 	}
 	// client-go reads a negative QPS as "no client-side rate limiter".
 	config.QPS, config.Burst = float32(*qps), int(2**qps)
+	if *jsonWire {
+		// An explicit content type turns off the typed clients' protobuf default.
+		config.ContentType = "application/json"
+		config.AcceptContentTypes = "application/json"
+	}
 	client, err := kubernetes.NewForConfig(config)
 	if err != nil {
 		fail(err)
