@@ -12,7 +12,12 @@ import matplotlib.pyplot as plt  # noqa: E402 (the backend must be chosen first)
 
 from model import Figures, Section  # noqa: E402
 
-COLORS = {"workqueue-sidecar": "#1f77b4", "client-go": "#2ca02c", "controller-runtime": "#d62728"}
+COLORS = {
+    "workqueue-sidecar": "#1f77b4",
+    "client-go": "#2ca02c",
+    "client-go-json": "#98df8a",
+    "controller-runtime": "#d62728",
+}
 
 
 def plot(section: Section, figures: Figures, path: pathlib.Path) -> bool:
