@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use support::control_plane::{self, TestNamespace, apply_crd, unique_name};
 use support::informers::{Sidecar, drain, keys, queued_with, stays_empty, wait_until};
+use workqueue_sidecar::informer::ChangeKind;
 use workqueue_sidecar::queue::{FinishOutcome, PRIORITY_FAST, PRIORITY_SLOW, ReasonKind};
 
 const USER_CRD: &str = include_str!("../deploy/crds/user.yaml");
@@ -71,6 +72,15 @@ async fn k8s_create_update_delete_should_enqueue_keys_with_reasons_and_prioritie
     assert!(informer.get(&after).is_none(), "a deleted object leaves the cache");
     let last = informer.get_deleted(&after).expect("its last state stays as a tombstone");
     assert_eq!(&*last.meta.name, "after");
+
+    // What workqueue_sidecar_informer_events_total and _lists_total report:
+    // every change handed to the queue, by type, and one list (no relist).
+    let counted: Vec<(ChangeKind, u64)> = ChangeKind::ALL.iter().map(|&kind| (kind, informer.changes(kind))).collect();
+    assert_eq!(
+        counted,
+        vec![(ChangeKind::InitialList, 1), (ChangeKind::Added, 1), (ChangeKind::Updated, 1), (ChangeKind::Deleted, 1)]
+    );
+    assert_eq!(informer.lists_done(), 1);
 }
 
 #[tokio::test]
