@@ -15,6 +15,7 @@ import pathlib
 import statistics
 import sys
 
+from headline import headline
 from model import OURS, Figures, Section
 from sections import SECTIONS
 from verdict import Verdict, check, fmt
@@ -118,6 +119,13 @@ def render(data: pathlib.Path, plots: pathlib.Path | None) -> str:
         "",
         "These machines are shared and noisy: read a single run as ±10-15 %, and look at the spread and at the "
         "load average each section gives.",
+        "",
+        "## What choosing the sidecar costs",
+        "",
+        "Medians from the sections below (every figure on this machine, where the API server shares the two "
+        "cores).",
+        "",
+        *(headline(loaded) or ["Not measured yet: run `hack/bench-all`."]),
         "",
         "## Targets at a glance",
         "",

@@ -8,6 +8,7 @@ import unittest
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
 from model import OURS, Figures, Target  # noqa: E402
+from headline import headline  # noqa: E402
 import render  # noqa: E402
 from verdict import check  # noqa: E402
 
@@ -67,6 +68,14 @@ class ReportTest(unittest.TestCase):
         self.assertIn("0.400 (0.300–0.500)", text)
         self.assertIn("Why the misses:", text)
         self.assertIn("Machine: test machine.", text)
+
+    def test_headline_speaks_only_of_measured_sections(self):
+        self.assertEqual(headline({}), [])
+        self.assertEqual(headline({"informer": self.figures}), [], "no client-go-json figure: no informer line")
+        (self.dir / "informer.tsv").write_text(DATA + "sync\t10,000 objects\tclient-go-json\t1\t1.20\n")
+        [line] = headline({"informer": Figures.read(self.dir / "informer.tsv")})
+        self.assertIn("0.500x client-go's memory", line)
+        self.assertIn("0.333x when client-go reads JSON", line)  # 0.40 / 1.20
 
     def test_bad_line_names_file_and_line(self):
         (self.dir / "bad.tsv").write_text("# runs: 1\nsync\tonly three\tfields\n")
