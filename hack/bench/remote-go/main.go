@@ -8,6 +8,8 @@
 //	remote-go -kubeconfig FILE -namespace NS -sidecar 127.0.0.1:PORT -queue cms sidecar
 //	remote-go -kubeconfig FILE -namespace NS cleanup
 //
+// -cpuprofile FILE writes a CPU profile of a successful run (go tool pprof).
+//
 // A run: start the reconciling side, prove it is live end to end (a probe
 // ConfigMap must be reconciled), create -objects ConfigMaps from -creators
 // goroutines, wait until each has been reconciled once, print one line:
@@ -23,6 +25,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,7 +59,15 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long to wait for every key's first reconcile")
 	flag.StringVar(&o.sidecar, "sidecar", "", "sidecar mode: the sidecar's gRPC address (127.0.0.1:PORT or a unix socket path)")
 	flag.StringVar(&o.queue, "queue", "cms", "sidecar mode: the queue whose primary informer watches the namespace's ConfigMaps")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	flag.Parse()
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			fail(err)
+		}
+		defer stop()
+	}
 	// The default logger carries controller-runtime's and the Go client's
 	// logs; warnings only, so stderr stays readable.
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
@@ -151,6 +162,19 @@ func cleanup(ctx context.Context, config *rest.Config, namespace string) error {
 		return fmt.Errorf("delete namespace %s: %w", namespace, err)
 	}
 	return nil
+}
+
+// startCPUProfile profiles the whole process until the returned stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func fail(err error) {
