@@ -72,7 +72,16 @@ def section_text(section: Section, figures: Figures | None, plot_name: str | Non
     if figures is None:
         out += [f"**Not measured yet**: run `hack/bench-all --only {section.key}`.", ""]
         return out
-    out += [run_line(figures.meta), "", "Each cell: median over the runs (min–max).", ""]
+    out += [run_line(figures.meta), ""]
+    out += figures_text(section, figures, plot_name)
+    if section.notes:
+        out += [section.notes, ""]
+    return out
+
+
+def figures_text(section: Section, figures: Figures, plot_name: str | None = None) -> list[str]:
+    """The table, the plot and the targets of one run: the part a bench script also prints."""
+    out = ["Each cell: median over the runs (min–max).", ""]
     out += table(section, figures) + [""]
     if plot_name:
         out += [f"![{section.title}](benchmarks/{plot_name})", ""]
@@ -89,8 +98,6 @@ def section_text(section: Section, figures: Figures | None, plot_name: str | Non
         unexplained = [v for v in found if v.met is False and not v.target.why]
         for v in unexplained:
             out += [f"- {v.target.label}: missed in this run, and no cause has been found yet.", ""]
-    if section.notes:
-        out += [section.notes, ""]
     return out
 
 
@@ -158,11 +165,21 @@ def render(data: pathlib.Path, plots: pathlib.Path | None) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=pathlib.Path, required=True, help="directory of <section>.tsv files")
-    parser.add_argument("--out", type=pathlib.Path, required=True, help="the markdown file to write")
+    parser.add_argument("--data", type=pathlib.Path, help="directory of <section>.tsv files")
+    parser.add_argument("--out", type=pathlib.Path, help="the markdown file to write")
+    parser.add_argument("--summary", metavar="SECTION", help="print one section's table and targets for --raw, and stop")
+    parser.add_argument("--raw", type=pathlib.Path, help="with --summary: a bench script's figures (WQS_BENCH_RAW)")
     parser.add_argument("--plots", type=pathlib.Path, help="directory to write <section>.png into (needs matplotlib)")
     parser.add_argument("--check", action="store_true", help="write nothing; fail if --out is not what the data gives")
     args = parser.parse_args()
+    if args.summary:
+        sections = {s.key: s for s in SECTIONS}
+        if args.summary not in sections or args.raw is None:
+            parser.error(f"--summary takes one of {', '.join(sections)} and --raw FILE")
+        print("\n".join(figures_text(sections[args.summary], Figures.read(args.raw))).rstrip())
+        return 0
+    if args.data is None or args.out is None:
+        parser.error("--data and --out are needed")
     if not args.data.is_dir():
         print(f"render: {args.data} is not a directory", file=sys.stderr)
         return 2
