@@ -44,31 +44,31 @@ def _check_one(t: Target, variant: str, figures: Figures, unit: str) -> Verdict:
     b = figures.median(t.metric, variant, t.b) if t.b else None
     if a is None or (t.b and b is None):
         return Verdict(t, variant, "a figure is missing", None, "not measured")
+    upper = t.kind.endswith("_max")
+    sign = "≤" if upper else "≥"
     if t.kind in ("ratio_max", "ratio_min"):
         assert b is not None
-        r = a / b
-        measured = f"{t.a} / {t.b} = {fmt(a)} / {fmt(b)} = **{fmt(r)}x** (target {'≤' if t.kind == 'ratio_max' else '≥'} {fmt(t.limit)}x)"
-        if t.kind == "ratio_max":
-            met = r <= t.limit
-            margin = "met" if met else f"**MISSED by {100 * (r / t.limit - 1):.0f} %**"
-        else:
-            met = r >= t.limit
-            margin = "met" if met else f"**MISSED: {fmt(r)}x instead of {fmt(t.limit)}x ({100 * (1 - r / t.limit):.0f} % short)**"
-        return Verdict(t, variant, measured, met, margin)
-    if t.kind in ("abs_max", "abs_min"):
-        measured = f"{t.a}: **{fmt(a)} {unit}** (target {'≤' if t.kind == 'abs_max' else '≥'} {fmt(t.limit)} {unit})"
-        if t.kind == "abs_max":
-            met = a <= t.limit
-            margin = "met" if met else f"**MISSED by {100 * (a / t.limit - 1):.0f} %**"
-        else:
-            met = a >= t.limit
-            margin = "met" if met else f"**MISSED by {100 * (1 - a / t.limit):.1f} %**"
-        return Verdict(t, variant, measured, met, margin)
-    if t.kind == "diff_max":
+        value = a / b
+        measured = f"{t.a} / {t.b} = {fmt(a)} / {fmt(b)} = **{fmt(value)}x** (target {sign} {fmt(t.limit)}x)"
+    elif t.kind in ("abs_max", "abs_min"):
+        value = a
+        measured = f"{t.a}: **{fmt(a)} {unit}** (target {sign} {fmt(t.limit)} {unit})"
+    elif t.kind == "diff_max":
         assert b is not None
-        d = a - b
-        measured = f"{t.a} − {t.b} = {fmt(a)} − {fmt(b)} = **{fmt(d)} {unit}** (target ≤ {fmt(t.limit)} {unit})"
-        met = d <= t.limit
-        margin = "met" if met else f"**MISSED by {fmt(d - t.limit)} {unit}**"
-        return Verdict(t, variant, measured, met, margin)
-    raise ValueError(f"unknown target kind {t.kind!r}")
+        value = a - b
+        measured = f"{t.a} − {t.b} = {fmt(a)} − {fmt(b)} = **{fmt(value)} {unit}** (target ≤ {fmt(t.limit)} {unit})"
+    else:
+        raise ValueError(f"unknown target kind {t.kind!r}")
+    met = value <= t.limit if upper else value >= t.limit
+    return Verdict(t, variant, measured, met, "met" if met else f"**{_shortfall(t, value, unit)}**")
+
+
+def _shortfall(t: Target, value: float, unit: str) -> str:
+    """By how much `value` misses the target, in the target's own terms."""
+    if t.kind == "diff_max":
+        return f"MISSED by {fmt(value - t.limit)} {unit}"
+    if t.kind.endswith("_max"):
+        return f"MISSED by {100 * (value / t.limit - 1):.0f} %"
+    if t.kind == "ratio_min":
+        return f"MISSED: {fmt(value)}x instead of {fmt(t.limit)}x ({100 * (1 - value / t.limit):.0f} % short)"
+    return f"MISSED by {100 * (1 - value / t.limit):.1f} %"
