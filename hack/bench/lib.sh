@@ -40,6 +40,12 @@ sidecar_binary() {
   printf '%s' "$1/workqueue-sidecar"
 }
 
+# machine: the machine in one line (CPUs, model, memory, kernel).
+machine() {
+  printf '%s vCPU, %s, %s, %s' "$(nproc)" "$(grep -m1 '^model name' /proc/cpuinfo | sed 's/.*: //')" \
+    "$(awk '/MemTotal/ { printf "%.0f GiB RAM", $2 / 1048576 }' /proc/meminfo)" "$(uname -sr)"
+}
+
 # thousands N: 100000 -> 100,000, as the report's variants write counts.
 thousands() { sed -E ':a;s/([0-9])([0-9]{3})($|,)/\1,\2\3/;ta' <<<"$1"; }
 
