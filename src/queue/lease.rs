@@ -43,7 +43,7 @@ impl TokenSource {
 
     pub(crate) fn next(&mut self) -> LeaseToken {
         let token = LeaseToken(self.next);
-        self.next += 1;
+        self.next = self.next.wrapping_add(1);
         token
     }
 }

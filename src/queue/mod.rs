@@ -5,6 +5,13 @@
 //! limited retries, `Forget`, `NumRequeues`, shutdown with drain) plus what
 //! remote workers need: priorities with aging, leases with fencing tokens and
 //! deadlines, `Finish` outcomes, reasons and introspection.
+//!
+//! No arithmetic here may overflow or panic: a delay near `i64` seconds from a
+//! request once panicked a handler halfway through a `Finish` and lost its
+//! key. Time goes through `time::after` (saturating at `MAX_DURATION`) and
+//! counters use checked or saturating operations; the lint below enforces it
+//! on the code that ships (tests may use plain operators).
+#![cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
 
 mod error;
 mod introspect;
@@ -14,7 +21,9 @@ mod priority;
 mod rate_limit;
 mod reason;
 mod settings;
+mod settings_error;
 mod state;
+mod time;
 mod workqueue;
 
 #[cfg(test)]
@@ -28,8 +37,10 @@ pub use lease::{FinishOutcome, Holder, Lease, LeaseRenewal, LeaseToken};
 pub use observer::{LeaseEndKind, NoObserver, QueueObserver};
 pub use rate_limit::RateLimiterSpec;
 pub use reason::{Reason, ReasonKind, ReasonSet};
-pub use settings::{QueueSettings, SettingsError};
+pub use settings::{DEFAULT_MAX_KEYS, QueueSettings};
+pub use settings_error::SettingsError;
 pub use state::AddOutcome;
+pub use time::MAX_DURATION;
 pub use workqueue::{DrainReport, WorkQueue};
 
 /// Priority of watch events: the fast lane.

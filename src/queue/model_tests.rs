@@ -23,6 +23,7 @@ use super::rate_limit::RateLimiterSpec;
 use super::reason::{Reason, ReasonKind};
 use super::settings::QueueSettings;
 use super::state::QueueState;
+use super::time::MAX_DURATION;
 
 const KEYS: [&str; 6] = ["a", "b", "c", "d", "e", "f"];
 const HOLDERS: [&str; 3] = ["w1", "w2", "w3"];
@@ -32,18 +33,53 @@ const TTL_MS: u64 = 50;
 const MAX_TTL_MS: u64 = 200;
 const MAX_WAIT_MS: u64 = 30;
 
+/// Most keys tracked: below the six keys, so adds meet a full queue.
+const MAX_KEYS: usize = 4;
+
 #[derive(Debug, Clone)]
 enum Op {
-    Add { key: usize, priority: i32 },
-    AddAfter { key: usize, delay_ms: u64, priority: i32 },
-    AddRateLimited { key: usize, priority: i32 },
-    Get { holder: usize, ttl_ms: Option<u64> },
-    Done { key: usize, stale: bool },
-    Finish { key: usize, stale: bool, outcome: Outcome },
-    Extend { key: usize, stale: bool, ttl_ms: Option<u64> },
-    Forget { key: usize },
-    Release { holder: usize },
-    Advance { ms: u64 },
+    /// One key through `add`, several through `add_all` (names may repeat).
+    Add {
+        keys: Vec<usize>,
+        priority: i32,
+        from_cache: bool,
+    },
+    AddAfter {
+        keys: Vec<usize>,
+        delay: Delay,
+        priority: i32,
+    },
+    AddRateLimited {
+        keys: Vec<usize>,
+        priority: i32,
+    },
+    Get {
+        holder: usize,
+        ttl_ms: Option<u64>,
+    },
+    Done {
+        key: usize,
+        stale: bool,
+    },
+    Finish {
+        key: usize,
+        stale: bool,
+        outcome: Outcome,
+    },
+    Extend {
+        key: usize,
+        stale: bool,
+        ttl_ms: Option<u64>,
+    },
+    Forget {
+        key: usize,
+    },
+    Release {
+        holder: usize,
+    },
+    Advance {
+        ms: u64,
+    },
     ShutDown,
 }
 
@@ -51,19 +87,45 @@ enum Op {
 enum Outcome {
     Success,
     Retry,
-    RequeueAfter(u64),
+    RequeueAfter(Delay),
+}
+
+/// A delay a worker asks for: short, or far past what the queue works with.
+#[derive(Debug, Clone, Copy)]
+enum Delay {
+    Ms(u64),
+    Huge,
+}
+
+impl Delay {
+    fn asked(self) -> Duration {
+        match self {
+            Delay::Ms(n) => ms(n),
+            Delay::Huge => Duration::MAX,
+        }
+    }
+
+    /// What the queue makes of it: cut to `MAX_DURATION`.
+    fn applied(self) -> Duration {
+        self.asked().min(MAX_DURATION)
+    }
+}
+
+fn delay() -> impl Strategy<Value = Delay> {
+    prop_oneof![20 => (0..40u64).prop_map(Delay::Ms), 1 => Just(Delay::Huge)]
 }
 
 fn op() -> impl Strategy<Value = Op> {
     let key = 0..KEYS.len();
+    let keys = prop_oneof![4 => key.clone().prop_map(|k| vec![k]), 1 => prop::collection::vec(key.clone(), 2..5)];
     let priority = prop_oneof![Just(-100), Just(0), Just(5)];
     prop_oneof![
-        6 => (key.clone(), priority.clone()).prop_map(|(key, priority)| Op::Add { key, priority }),
-        3 => (key.clone(), 0..40u64, priority.clone()).prop_map(|(key, delay_ms, priority)| Op::AddAfter { key, delay_ms, priority }),
-        2 => (key.clone(), priority).prop_map(|(key, priority)| Op::AddRateLimited { key, priority }),
+        6 => (keys.clone(), priority.clone(), prop::bool::weighted(0.3)).prop_map(|(keys, priority, from_cache)| Op::Add { keys, priority, from_cache }),
+        3 => (keys.clone(), delay(), priority.clone()).prop_map(|(keys, delay, priority)| Op::AddAfter { keys, delay, priority }),
+        2 => (keys, priority).prop_map(|(keys, priority)| Op::AddRateLimited { keys, priority }),
         6 => (0..HOLDERS.len(), prop::option::of(1..300u64)).prop_map(|(holder, ttl_ms)| Op::Get { holder, ttl_ms }),
         3 => (key.clone(), prop::bool::weighted(0.2)).prop_map(|(key, stale)| Op::Done { key, stale }),
-        3 => (key.clone(), prop::bool::weighted(0.2), prop_oneof![Just(Outcome::Success), Just(Outcome::Retry), (0..40u64).prop_map(Outcome::RequeueAfter)])
+        3 => (key.clone(), prop::bool::weighted(0.2), prop_oneof![Just(Outcome::Success), Just(Outcome::Retry), delay().prop_map(Outcome::RequeueAfter)])
             .prop_map(|(key, stale, outcome)| Op::Finish { key, stale, outcome }),
         2 => (key.clone(), prop::bool::weighted(0.3), prop::option::of(1..300u64)).prop_map(|(key, stale, ttl_ms)| Op::Extend { key, stale, ttl_ms }),
         1 => key.prop_map(|key| Op::Forget { key }),
@@ -212,6 +274,19 @@ impl Model {
         ready.iter().filter(|r| r.1 == top && r.2 == first).map(|r| r.0).collect()
     }
 
+    /// Whether adding `keys` may proceed: not shutting down, and the new
+    /// ones fit under `MAX_KEYS` unless they come from an informer's cache.
+    fn admits(&self, keys: &[usize], from_cache: bool) -> Result<(), QueueError> {
+        if self.shutting_down {
+            return Err(QueueError::ShuttingDown);
+        }
+        let new: HashSet<usize> = keys.iter().copied().filter(|k| !self.keys.contains_key(k)).collect();
+        if !from_cache && self.keys.len() + new.len() > MAX_KEYS {
+            return Err(QueueError::Full { limit: MAX_KEYS });
+        }
+        Ok(())
+    }
+
     fn gc(&mut self) {
         self.keys.retain(|_, key| !(key.phase == MPhase::Idle && key.failures == 0));
     }
@@ -223,7 +298,7 @@ fn settings() -> QueueSettings {
         max_lease_ttl: ms(MAX_TTL_MS),
         max_wait: ms(MAX_WAIT_MS),
         rate_limiter: RateLimiterSpec::Exponential { base: ms(BASE_MS), max: ms(MAX_MS) },
-        max_keys: None,
+        max_keys: Some(MAX_KEYS),
     }
 }
 
@@ -274,6 +349,8 @@ fn run(ops: Vec<Op>) {
     let mut past_tokens: Vec<(usize, LeaseToken)> = Vec::new();
     let holders: Vec<Holder> = HOLDERS.iter().map(|h| Arc::from(*h)).collect();
     let reason = Reason::of(ReasonKind::Manual);
+    let cache_reason = Reason::new(ReasonKind::Added, "informer");
+    let names = |keys: &[usize]| -> Vec<String> { keys.iter().map(|&k| KEYS[k].to_string()).collect() };
 
     for op in ops {
         queue.advance(now);
@@ -295,34 +372,54 @@ fn run(ops: Vec<Op>) {
         };
 
         match op {
-            Op::Add { key, priority } => {
-                let result = queue.add(KEYS[key].into(), priority, reason.clone(), now);
-                if model.shutting_down {
-                    assert_eq!(result, Err(QueueError::ShuttingDown));
-                } else {
-                    result.unwrap();
-                    model.enqueue(key, priority, now, now);
+            Op::Add { keys, priority, from_cache } => {
+                let reason = if from_cache { cache_reason.clone() } else { reason.clone() };
+                let result = match keys.as_slice() {
+                    [one] => queue.add(KEYS[*one].into(), priority, reason, now).map(|_| ()),
+                    many => queue.add_all(names(many), Duration::ZERO, priority, reason, now),
+                };
+                let expected = model.admits(&keys, from_cache);
+                assert_eq!(result, expected, "add of {keys:?}");
+                if expected.is_ok() {
+                    for k in keys {
+                        model.enqueue(k, priority, now, now);
+                    }
                 }
             }
-            Op::AddAfter { key, delay_ms, priority } => {
-                let result = queue.add_after(KEYS[key].into(), ms(delay_ms), priority, reason.clone(), now);
-                if model.shutting_down {
-                    assert_eq!(result, Err(QueueError::ShuttingDown));
-                } else {
-                    result.unwrap();
-                    model.enqueue(key, priority, now + ms(delay_ms), now);
+            Op::AddAfter { keys, delay, priority } => {
+                let result = match keys.as_slice() {
+                    [one] => {
+                        queue.add_after(KEYS[*one].into(), delay.asked(), priority, reason.clone(), now).map(|_| ())
+                    }
+                    many => queue.add_all(names(many), delay.asked(), priority, reason.clone(), now),
+                };
+                let expected = model.admits(&keys, false);
+                assert_eq!(result, expected, "add after of {keys:?}");
+                if expected.is_ok() {
+                    for k in keys {
+                        model.enqueue(k, priority, now + delay.applied(), now);
+                    }
                 }
             }
-            Op::AddRateLimited { key, priority } => {
-                let result = queue.add_rate_limited(KEYS[key].into(), priority, reason.clone(), now);
-                if model.shutting_down {
-                    assert_eq!(result, Err(QueueError::ShuttingDown));
-                } else {
-                    let before = model.key(key).failures;
-                    let delay = Model::backoff(before);
-                    model.key(key).failures += 1;
-                    assert_eq!(result, Ok((delay, before + 1)));
-                    model.enqueue(key, priority, now + delay, now);
+            Op::AddRateLimited { keys, priority } => {
+                let result = queue.add_rate_limited_all(names(&keys), priority, reason.clone(), now);
+                let expected = model.admits(&keys, false);
+                match (result, expected) {
+                    (Err(got), Err(want)) => assert_eq!(got, want, "rate limited add of {keys:?}"),
+                    (Ok(limited), Ok(())) => {
+                        let mut seen = HashSet::new();
+                        let distinct: Vec<usize> = keys.into_iter().filter(|k| seen.insert(*k)).collect();
+                        assert_eq!(limited.len(), distinct.len(), "one answer per distinct key");
+                        for (k, (name, delay, failures)) in distinct.into_iter().zip(limited) {
+                            assert_eq!(name, KEYS[k]);
+                            let before = model.key(k).failures;
+                            let want = Model::backoff(before);
+                            model.key(k).failures += 1;
+                            assert_eq!((delay, failures), (want, before + 1), "{name}");
+                            model.enqueue(k, priority, now + delay, now);
+                        }
+                    }
+                    (got, want) => panic!("rate limited add of {keys:?}: queue {got:?}, model {want:?}"),
                 }
             }
             Op::Get { holder, ttl_ms } => {
@@ -356,7 +453,7 @@ fn run(ops: Vec<Op>) {
                 let queue_outcome = match outcome {
                     Outcome::Success => FinishOutcome::Success,
                     Outcome::Retry => FinishOutcome::Retry { error: "boom".into() },
-                    Outcome::RequeueAfter(d) => FinishOutcome::RequeueAfter(ms(d)),
+                    Outcome::RequeueAfter(d) => FinishOutcome::RequeueAfter(d.asked()),
                 };
                 let result = queue.finish(KEYS[key], token, queue_outcome, now);
                 if model.held_token(key) == Some(token) {
@@ -371,7 +468,7 @@ fn run(ops: Vec<Op>) {
                         Outcome::RequeueAfter(d) => {
                             let k = model.key(key);
                             (k.failures, k.last_error) = (0, None);
-                            Some(now + ms(d))
+                            Some(now + d.applied())
                         }
                     };
                     model.end_lease(key, requeue, now);

@@ -47,7 +47,7 @@ impl ReadyLanes {
     pub(crate) fn push(&mut self, place: ReadyPlace, slot: Slot, ready_since: Instant) {
         let previous = self.lanes.entry(Reverse(place.priority)).or_default().insert(place.seq, (slot, ready_since));
         debug_assert!(previous.is_none(), "sequence numbers are unique");
-        self.len += 1;
+        self.len = self.len.saturating_add(1);
     }
 
     pub(crate) fn remove(&mut self, place: ReadyPlace) -> Option<(Slot, Instant)> {
@@ -56,7 +56,7 @@ impl ReadyLanes {
         if lane.is_empty() {
             self.lanes.remove(&Reverse(place.priority));
         }
-        self.len -= 1;
+        self.len = self.len.saturating_sub(1);
         Some(removed)
     }
 
@@ -82,7 +82,7 @@ impl ReadyLanes {
         if lane.is_empty() {
             self.lanes.remove(&lane_key);
         }
-        self.len -= 1;
+        self.len = self.len.saturating_sub(1);
         Some(Popped { slot, place: ReadyPlace { priority: lane_key.0, seq }, ready_since, aged })
     }
 

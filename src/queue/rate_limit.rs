@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::settings::SettingsError;
+use super::settings_error::{SettingsError, check_duration};
+use super::time::MAX_DURATION;
 
 /// A rate limiter's settings, as configured per queue.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,6 +43,8 @@ impl RateLimiterSpec {
     pub fn validate(&self, path: &str) -> Result<(), SettingsError> {
         match self {
             RateLimiterSpec::Exponential { base, max } => {
+                check_duration(&format!("{path}.exponential.base"), *base)?;
+                check_duration(&format!("{path}.exponential.max"), *max)?;
                 if base.is_zero() {
                     return Err(SettingsError::new(format!("{path}.exponential.base"), "must be greater than zero"));
                 }
@@ -53,6 +56,8 @@ impl RateLimiterSpec {
                 }
             }
             RateLimiterSpec::FastSlow { fast, slow, fast_attempts: _ } => {
+                check_duration(&format!("{path}.fast_slow.fast"), *fast)?;
+                check_duration(&format!("{path}.fast_slow.slow"), *slow)?;
                 if slow < fast {
                     return Err(SettingsError::new(
                         format!("{path}.fast_slow.slow"),
@@ -80,6 +85,7 @@ impl RateLimiterSpec {
                 }
             }
             RateLimiterSpec::MaxDelay { limiter, max } => {
+                check_duration(&format!("{path}.max_delay.max"), *max)?;
                 if max.is_zero() {
                     return Err(SettingsError::new(format!("{path}.max_delay.max"), "must be greater than zero"));
                 }
@@ -122,6 +128,19 @@ impl RateLimiter {
     /// As in client-go, the first failure waits `base * 2^0`; the caller
     /// increments the key's count afterwards.
     pub(crate) fn delay(&mut self, previous_failures: u32, now: Instant) -> Duration {
+        self.delay_with(previous_failures, Some(now))
+    }
+
+    /// The delay of the per-key limiters alone: the queue-wide bucket is
+    /// neither asked nor charged. For a lease that expired or whose worker
+    /// went away: that key backs off, but one hung worker must not spend the
+    /// bucket every other key of the queue shares.
+    pub(crate) fn per_key_delay(&mut self, previous_failures: u32) -> Duration {
+        self.delay_with(previous_failures, None)
+    }
+
+    /// `bucket_now`: when to charge the bucket, or `None` to leave it out.
+    fn delay_with(&mut self, previous_failures: u32, bucket_now: Option<Instant>) -> Duration {
         match self {
             RateLimiter::Exponential { base, max } => exponential(*base, *max, previous_failures),
             RateLimiter::FastSlow { fast, slow, fast_attempts } => {
@@ -131,11 +150,11 @@ impl RateLimiter {
                     *slow
                 }
             }
-            RateLimiter::Bucket(bucket) => bucket.reserve(now),
+            RateLimiter::Bucket(bucket) => bucket_now.map_or(Duration::ZERO, |now| bucket.reserve(now)),
             RateLimiter::MaxOf(members) => {
-                members.iter_mut().map(|m| m.delay(previous_failures, now)).max().unwrap_or_default()
+                members.iter_mut().map(|m| m.delay_with(previous_failures, bucket_now)).max().unwrap_or_default()
             }
-            RateLimiter::MaxDelay { limiter, max } => limiter.delay(previous_failures, now).min(*max),
+            RateLimiter::MaxDelay { limiter, max } => limiter.delay_with(previous_failures, bucket_now).min(*max),
         }
     }
 }
@@ -168,7 +187,12 @@ impl TokenBucket {
         self.tokens = (self.tokens + elapsed * self.qps).min(self.burst);
         self.updated = now;
         self.tokens -= 1.0;
-        if self.tokens >= 0.0 { Duration::ZERO } else { Duration::from_secs_f64(-self.tokens / self.qps) }
+        if self.tokens >= 0.0 {
+            return Duration::ZERO;
+        }
+        // A tiny qps or a deep debt gives seconds past what `Duration` holds:
+        // cut to the queue's longest delay instead of panicking.
+        Duration::try_from_secs_f64(-self.tokens / self.qps).map_or(MAX_DURATION, |delay| delay.min(MAX_DURATION))
     }
 }
 
@@ -231,6 +255,36 @@ mod tests {
         let mut limiter = RateLimiter::new(&RateLimiterSpec::default(), now);
         assert_eq!(limiter.delay(0, now), ms(5));
         assert_eq!(limiter.delay(30, now), Duration::from_secs(1000));
+    }
+
+    #[test]
+    fn per_key_delay_should_neither_ask_nor_charge_the_bucket() {
+        let now = Instant::now();
+        let spec = RateLimiterSpec::MaxOf(vec![
+            RateLimiterSpec::Exponential { base: ms(5), max: ms(1000) },
+            RateLimiterSpec::Bucket { qps: 1.0, burst: 1 },
+        ]);
+        let mut limiter = RateLimiter::new(&spec, now);
+        for failures in 0..100 {
+            assert_eq!(limiter.per_key_delay(failures % 3), ms(5 << (failures % 3)));
+        }
+        // The bucket's one token is still there for the next charged delay.
+        assert_eq!(limiter.delay(0, now), ms(5));
+        assert_eq!(limiter.delay(0, now), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn bucket_should_cut_a_delay_past_what_duration_holds() {
+        let now = Instant::now();
+        let mut limiter = RateLimiter::new(&RateLimiterSpec::Bucket { qps: 1e-300, burst: 1 }, now);
+        assert_eq!(limiter.delay(0, now), Duration::ZERO);
+        assert_eq!(limiter.delay(0, now), MAX_DURATION);
+    }
+
+    #[test]
+    fn validate_should_refuse_durations_past_the_maximum() {
+        let spec = RateLimiterSpec::Exponential { base: Duration::from_secs(3600 * 1_000_000_000), max: Duration::MAX };
+        assert_eq!(spec.validate("r").unwrap_err().setting, "r.exponential.base");
     }
 
     #[test]

@@ -34,6 +34,24 @@ pub enum ReasonKind {
     ShutdownReturned,
 }
 
+impl ReasonKind {
+    /// Whether keys added for this reason come from an informer's cache
+    /// (lists, watch events, resyncs, triggers). Such adds are bounded by the
+    /// cache itself, so a queue's `max_keys` never refuses them: refusing
+    /// would drop an event that no later list brings back.
+    pub fn is_from_cache(self) -> bool {
+        matches!(
+            self,
+            ReasonKind::InitialList
+                | ReasonKind::Resync
+                | ReasonKind::Added
+                | ReasonKind::Updated
+                | ReasonKind::Deleted
+                | ReasonKind::Trigger
+        )
+    }
+}
+
 /// One reason: a kind plus where it came from (an informer name, a worker).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Reason {

@@ -19,8 +19,10 @@ use super::introspect::{KeyStatus, QueueCounts};
 use super::lease::{FinishOutcome, Holder, Lease, LeaseRenewal, LeaseToken};
 use super::observer::{NoObserver, QueueObserver};
 use super::reason::Reason;
-use super::settings::{QueueSettings, SettingsError};
+use super::settings::QueueSettings;
+use super::settings_error::SettingsError;
 use super::state::{AddOutcome, QueueState};
+use super::time;
 
 /// One named queue; cheap to clone, all clones share the queue.
 pub struct WorkQueue<K> {
@@ -56,10 +58,11 @@ impl<K> Drop for Shared<K> {
 /// What a drain did with the keys held when it began.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DrainReport {
-    /// Leases that ended by their worker within the grace period.
+    /// Leases that ended during the grace period: by their worker (Done,
+    /// Finish), by expiry, or because their worker went away.
     pub finished: usize,
-    /// Leases that did not end by their worker: expired or released during
-    /// the drain, or still held at its deadline and handed back to the queue.
+    /// Leases still held when the grace period ran out, handed back to the
+    /// queue (reason `ShutdownReturned`).
     pub returned: usize,
 }
 
@@ -112,6 +115,23 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// limiter; returns the delay and the key's failure count.
     pub fn add_rate_limited(&self, key: K, priority: i32, reason: Reason) -> Result<(Duration, u32), QueueError> {
         self.with_state(|state, now| state.add_rate_limited(key, priority, reason, now))
+    }
+
+    /// `Add` (`delay` zero) or `AddAfter` of a batch, under one lock: every
+    /// key is added or, on an error, none is.
+    pub fn add_all(&self, keys: Vec<K>, delay: Duration, priority: i32, reason: Reason) -> Result<(), QueueError> {
+        self.with_state(|state, now| state.add_all(keys, delay, priority, reason, now))
+    }
+
+    /// `AddRateLimited` of a batch, under one lock, all or none; a key named
+    /// twice counts once. Each distinct key with its delay and failure count.
+    pub fn add_rate_limited_all(
+        &self,
+        keys: Vec<K>,
+        priority: i32,
+        reason: Reason,
+    ) -> Result<Vec<(K, Duration, u32)>, QueueError> {
+        self.with_state(|state, now| state.add_rate_limited_all(keys, priority, reason, now))
     }
 
     /// `Get`: waits for a ready key and leases it to `holder`.
@@ -315,14 +335,15 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// `ShutDownWithDrain`: stops granting, waits up to `grace` for held
     /// leases to end, then hands the rest back to the queue.
     pub async fn shut_down_with_drain(&self, grace: Duration) -> DrainReport {
-        let deadline = Instant::now() + grace;
-        let (held_at_start, lost_at_start) = {
+        let deadline = time::after(Instant::now(), grace);
+        let held_at_start = {
             let mut state = self.shared.state.lock();
             state.shut_down(false);
-            (state.held(), state.leases_lost())
+            state.held()
         };
         self.shared.ready.notify_waiters();
         self.shared.closing.send_replace(true);
+        let mut returned = 0;
         loop {
             let ended = self.shared.leases_ended.notified();
             tokio::pin!(ended);
@@ -333,16 +354,15 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             tokio::select! {
                 _ = ended => {}
                 _ = sleep_until(deadline) => {
-                    self.with_state(|state, now| state.return_all_held(now));
+                    returned = self.with_state(|state, now| state.return_all_held(now));
                     break;
                 }
             }
         }
-        // No lease is granted during a drain, so every lease held at its start
-        // either ended by its worker or was lost (expired, released, handed back).
-        let lost = self.with_state(|state, _| state.leases_lost()) - lost_at_start;
-        let returned = usize::try_from(lost).unwrap_or(usize::MAX).min(held_at_start);
-        DrainReport { finished: held_at_start - returned, returned }
+        // No lease is granted during a drain, so the leases held at the
+        // deadline are among those held at its start.
+        let returned = returned.min(held_at_start);
+        DrainReport { finished: held_at_start.saturating_sub(returned), returned }
     }
 
     fn with_state<T>(&self, f: impl FnOnce(&mut QueueState<K>, Instant) -> T) -> T {

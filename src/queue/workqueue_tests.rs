@@ -461,6 +461,19 @@ async fn full_queue_should_refuse_new_keys_but_merge_known_ones() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn full_queue_should_still_take_keys_from_an_informer_cache() {
+    let q: WorkQueue<String> = WorkQueue::new("small", QueueSettings { max_keys: Some(1), ..settings() }).unwrap();
+    add(&q, "a", 0);
+    for kind in
+        [ReasonKind::InitialList, ReasonKind::Added, ReasonKind::Updated, ReasonKind::Resync, ReasonKind::Trigger]
+    {
+        let key = format!("{kind:?}");
+        assert_eq!(q.add(key, 0, Reason::new(kind, "informer")), Ok(AddOutcome::Queued), "{kind:?}");
+    }
+    assert_eq!(q.add("manual".into(), 0, manual()), Err(QueueError::Full { limit: 1 }));
+}
+
+#[tokio::test(start_paused = true)]
 async fn new_should_reject_bad_settings_naming_the_queue_and_field() {
     let err =
         WorkQueue::<String>::new("orders", QueueSettings { max_wait: Duration::ZERO, ..settings() }).err().unwrap();
@@ -538,12 +551,42 @@ async fn timer_should_end_when_the_last_handle_is_dropped() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn drain_should_count_a_lease_that_expired_meanwhile_as_returned() {
+async fn drain_should_count_a_lease_that_expired_meanwhile_as_finished_not_returned() {
     let q = queue();
     add(&q, "a", 0);
     let _lease = q.get(&worker("w"), Some(Duration::from_secs(1))).await.unwrap();
     let report = q.shut_down_with_drain(Duration::from_secs(10)).await;
-    assert_eq!(report, DrainReport { finished: 0, returned: 1 }, "the worker never finished it");
+    // The proto's rule: `returned` counts only leases still held at the
+    // deadline; an expiry ended the lease during the drain.
+    assert_eq!(report, DrainReport { finished: 1, returned: 0 });
+}
+
+#[tokio::test(start_paused = true)]
+async fn drain_should_not_overflow_on_a_huge_grace_period() {
+    let q = queue();
+    add(&q, "a", 0);
+    let lease = q.get(&worker("w"), None).await.unwrap();
+    let drain = tokio::spawn({
+        let q = q.clone();
+        async move { q.shut_down_with_drain(Duration::MAX).await }
+    });
+    settle().await;
+    q.done(&lease.key, lease.token).unwrap();
+    assert_eq!(drain.await.unwrap(), DrainReport { finished: 1, returned: 0 });
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_batch_should_change_nothing() {
+    let q: WorkQueue<String> = WorkQueue::new("small", QueueSettings { max_keys: Some(3), ..settings() }).unwrap();
+    add(&q, "a", 0);
+    let batch = vec!["a".to_string(), "b".into(), "c".into(), "d".into()];
+    assert_eq!(q.add_all(batch.clone(), Duration::ZERO, 0, manual()), Err(QueueError::Full { limit: 3 }));
+    assert_eq!(q.add_rate_limited_all(batch, 0, manual()), Err(QueueError::Full { limit: 3 }));
+    assert_eq!(q.counts().tracked, 1, "no key of the refused batches was added");
+    assert_eq!(q.num_requeues("a"), 0, "no failure was counted");
+    // Named twice, a new key takes room once.
+    assert_eq!(q.add_all(vec!["b".into(), "b".into(), "c".into()], Duration::ZERO, 0, manual()), Ok(()));
+    assert_eq!(q.counts().tracked, 3);
 }
 
 #[tokio::test(start_paused = true)]
@@ -581,4 +624,40 @@ async fn grant_until_should_bound_grants_and_lease_deadlines() {
     assert_eq!(take(&q), None, "nothing is granted once the term ended");
     q.set_grant_until(Some(Instant::now() + Duration::from_secs(10)));
     assert_eq!(take_key(&q).as_deref(), Some("b"), "a renewed term grants again");
+}
+
+#[tokio::test(start_paused = true)]
+async fn lost_leases_should_back_off_per_key_without_spending_the_queue_wide_bucket() {
+    let limiter = RateLimiterSpec::MaxOf(vec![
+        RateLimiterSpec::Exponential { base: ms(5), max: Duration::from_secs(1000) },
+        RateLimiterSpec::Bucket { qps: 1.0, burst: 1 },
+    ]);
+    let q: WorkQueue<String> =
+        WorkQueue::new("hung", QueueSettings { rate_limiter: limiter, ..QueueSettings::default() }).unwrap();
+    // A hung worker lets 50 leases expire and its stream break: each counts
+    // a failure of its own key only.
+    for i in 0..50 {
+        add(&q, &format!("k{i}"), 0);
+    }
+    let leases = q.try_get_many(&worker("hung"), 25, Some(ms(100))).unwrap().unwrap();
+    advance(ms(100)).await;
+    settle().await;
+    assert_eq!(q.release_holder(&worker("hung")), 0, "the first 25 expired by themselves");
+    let more = q.try_get_many(&worker("hung"), 25, None).unwrap().unwrap();
+    assert_eq!(q.release_holder(&worker("hung")), 25);
+    for lease in leases.iter().chain(&more) {
+        let status = q.key_status(&lease.key);
+        assert_eq!(status.failures, 1, "{}", lease.key);
+        assert!(
+            matches!(status.phase, KeyPhase::Waiting { until } if until <= Instant::now() + ms(5)),
+            "{} waits its own first backoff (5 ms), not the bucket's: {:?}",
+            lease.key,
+            status.phase
+        );
+    }
+    // The bucket's one token is still unspent: a worker's own retry gets it.
+    let limited = q.add_rate_limited_all(vec!["other".into()], 0, manual()).unwrap();
+    assert_eq!(limited[0].1, ms(5), "the retry's delay is its own backoff");
+    let limited = q.add_rate_limited_all(vec!["another".into()], 0, manual()).unwrap();
+    assert_eq!(limited[0].1, Duration::from_secs(1), "the second charged retry waits for the bucket");
 }

@@ -33,11 +33,6 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         })
     }
 
-    /// Leases ended so far without their holder: expired, released or handed back.
-    pub(crate) fn leases_lost(&self) -> u64 {
-        self.leases_lost
-    }
-
     pub(crate) fn counts(&self) -> QueueCounts {
         let dirty = self
             .leases

@@ -13,6 +13,7 @@ use crate::queue::lease::{FinishOutcome, Holder, LeaseRenewal, LeaseToken};
 use crate::queue::observer::LeaseEndKind;
 use crate::queue::priority::Slot;
 use crate::queue::reason::{Reason, ReasonKind, ReasonSet};
+use crate::queue::time;
 
 impl<K: Clone + Eq + Hash> QueueState<K> {
     // ----- ending leases -----
@@ -143,9 +144,6 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         entry.reasons = ReasonSet::new();
         entry.enqueued_at = None;
 
-        if matches!(end, LeaseEnd::Lost(_) | LeaseEnd::Returned) {
-            self.leases_lost += 1;
-        }
         let requeue: Option<(ReasonKind, Instant)> = match end {
             LeaseEnd::Done => None,
             LeaseEnd::Success => {
@@ -156,20 +154,20 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             LeaseEnd::RequeueAfter(delay) => {
                 entry.failures = 0;
                 entry.last_error = None;
-                Some((ReasonKind::RequeueAfter, now + delay))
+                Some((ReasonKind::RequeueAfter, time::after(now, delay)))
             }
             LeaseEnd::Retry(error) => {
                 entry.last_error = Some(Arc::from(error));
                 let delay = self.count_failure(slot, now);
-                Some((ReasonKind::Retry, now + delay))
+                Some((ReasonKind::Retry, time::after(now, delay)))
             }
             LeaseEnd::Lost(kind) => {
                 entry.last_error = Some(Arc::from(match kind {
                     ReasonKind::LeaseExpired => "lease expired before the worker finished",
                     _ => "the worker holding the lease went away",
                 }));
-                let delay = self.count_failure(slot, now);
-                Some((kind, now + delay))
+                let delay = self.count_lost_lease(slot);
+                Some((kind, time::after(now, delay)))
             }
             LeaseEnd::Returned => Some((ReasonKind::ShutdownReturned, now)),
         };

@@ -6,7 +6,7 @@
 //! async `WorkQueue` wraps this in a mutex; tests drive it directly with
 //! explicit instants.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +22,7 @@ use super::priority::{ReadyLanes, ReadyPlace, Slot};
 use super::rate_limit::RateLimiter;
 use super::reason::{Reason, ReasonKind, ReasonSet};
 use super::settings::QueueSettings;
+use super::time;
 
 mod inspect;
 mod lease_end;
@@ -114,9 +115,6 @@ pub(crate) struct QueueState<K> {
     cancel_held: bool,
     /// Keys that became ready since the last `take_wakeups`.
     wakeups: usize,
-    /// Leases ever ended without their holder (expired, released, handed back),
-    /// so a drain can tell what its workers finished from what went back.
-    leases_lost: u64,
     /// The earliest deadline the timer task is sleeping towards, if any.
     timer_target: Option<Instant>,
     /// A deadline earlier than `timer_target` was added: the timer must wake.
@@ -147,7 +145,6 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             grant_until: None,
             cancel_held: false,
             wakeups: 0,
-            leases_lost: 0,
             timer_target: None,
             timer_stale: false,
         }
@@ -167,7 +164,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         reason: Reason,
         now: Instant,
     ) -> Result<AddOutcome, QueueError> {
-        self.enqueue_key(key, priority, ReasonSet::from(reason), now, now)
+        self.enqueue_key(key, priority, reason, now, now)
     }
 
     /// `AddAfter`: ready after `delay`; an earlier ready time already set wins.
@@ -179,7 +176,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         reason: Reason,
         now: Instant,
     ) -> Result<AddOutcome, QueueError> {
-        self.enqueue_key(key, priority, ReasonSet::from(reason), now + delay, now)
+        self.enqueue_key(key, priority, reason, time::after(now, delay), now)
     }
 
     /// `AddRateLimited`: counts a failure and delays the key by the rate limiter.
@@ -191,21 +188,75 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         reason: Reason,
         now: Instant,
     ) -> Result<(Duration, u32), QueueError> {
-        self.check_accepting(&key)?;
-        let slot = self.slot_or_insert(key);
-        let delay = self.count_failure(slot, now);
-        self.enqueue_slot(slot, priority, ReasonSet::from(reason), now + delay, now);
-        Ok((delay, self.entries[slot].failures))
+        self.check_room(std::slice::from_ref(&key), reason.kind)?;
+        Ok(self.rate_limit_key(key, priority, reason, now))
     }
 
-    fn check_accepting(&self, key: &K) -> Result<(), QueueError> {
+    /// `Add` or `AddAfter` of a batch: every key is added, or none is (the
+    /// queue is shutting down, or the new keys do not all fit in `max_keys`).
+    pub(crate) fn add_all(
+        &mut self,
+        keys: Vec<K>,
+        delay: Duration,
+        priority: i32,
+        reason: Reason,
+        now: Instant,
+    ) -> Result<(), QueueError> {
+        self.check_room(&keys, reason.kind)?;
+        let ready_at = time::after(now, delay);
+        for key in keys {
+            let slot = self.slot_or_insert(key);
+            self.enqueue_slot(slot, priority, ReasonSet::from(reason.clone()), ready_at, now);
+        }
+        Ok(())
+    }
+
+    /// `AddRateLimited` of a batch, all or none as `add_all`; a key named
+    /// twice counts one failure. Returns each distinct key, in the order
+    /// given, with its delay and new failure count.
+    pub(crate) fn add_rate_limited_all(
+        &mut self,
+        keys: Vec<K>,
+        priority: i32,
+        reason: Reason,
+        now: Instant,
+    ) -> Result<Vec<(K, Duration, u32)>, QueueError> {
+        self.check_room(&keys, reason.kind)?;
+        let mut seen: HashSet<K, foldhash::fast::RandomState> = HashSet::default();
+        let mut limited = Vec::with_capacity(keys.len());
+        for key in keys {
+            if seen.insert(key.clone()) {
+                let (delay, failures) = self.rate_limit_key(key.clone(), priority, reason.clone(), now);
+                limited.push((key, delay, failures));
+            }
+        }
+        Ok(limited)
+    }
+
+    /// Counts a failure of `key` and queues it after the limiter's delay.
+    fn rate_limit_key(&mut self, key: K, priority: i32, reason: Reason, now: Instant) -> (Duration, u32) {
+        let slot = self.slot_or_insert(key);
+        let delay = self.count_failure(slot, now);
+        self.enqueue_slot(slot, priority, ReasonSet::from(reason), time::after(now, delay), now);
+        (delay, self.entries[slot].failures)
+    }
+
+    /// Refuses adds while shutting down, and new keys that would take the
+    /// queue past `max_keys`, unless they come from an informer's cache
+    /// (which bounds them itself). Keys already tracked, or named twice, take
+    /// no extra room.
+    fn check_room(&self, keys: &[K], kind: ReasonKind) -> Result<(), QueueError> {
         if self.shutting_down {
             return Err(QueueError::ShuttingDown);
         }
-        if let Some(limit) = self.settings.max_keys
-            && self.entries.len() >= limit
-            && !self.index.contains_key(key)
-        {
+        let Some(limit) = self.settings.max_keys.filter(|_| !kind.is_from_cache()) else { return Ok(()) };
+        // Cheap first: even if every key were new, would they fit?
+        if self.entries.len().saturating_add(keys.len()) <= limit {
+            return Ok(());
+        }
+        let new: HashSet<&K, foldhash::fast::RandomState> =
+            keys.iter().filter(|key| !self.index.contains_key(*key)).collect();
+        if self.entries.len().saturating_add(new.len()) > limit {
             return Err(QueueError::Full { limit });
         }
         Ok(())
@@ -215,13 +266,13 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         &mut self,
         key: K,
         priority: i32,
-        reasons: ReasonSet,
+        reason: Reason,
         ready_at: Instant,
         now: Instant,
     ) -> Result<AddOutcome, QueueError> {
-        self.check_accepting(&key)?;
+        self.check_room(std::slice::from_ref(&key), reason.kind)?;
         let slot = self.slot_or_insert(key);
-        Ok(self.enqueue_slot(slot, priority, reasons, ready_at, now))
+        Ok(self.enqueue_slot(slot, priority, ReasonSet::from(reason), ready_at, now))
     }
 
     fn slot_or_insert(&mut self, key: K) -> Slot {
@@ -311,7 +362,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         let place = ReadyPlace { priority: self.entries[slot].priority, seq: self.next_seq() };
         self.ready.push(place, slot, now);
         self.entries[slot].phase = Phase::Ready { place, since: now };
-        self.wakeups += 1;
+        self.wakeups = self.wakeups.saturating_add(1);
     }
 
     fn make_waiting(&mut self, slot: Slot, until: Instant) {
@@ -322,7 +373,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     }
 
     fn next_seq(&mut self) -> u64 {
-        self.next_seq += 1;
+        self.next_seq = self.next_seq.wrapping_add(1);
         self.next_seq
     }
 
@@ -332,13 +383,27 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         }
     }
 
-    /// Counts one failure of the key and returns the delay before its retry.
+    /// Counts one failure of the key and returns the delay before its retry,
+    /// charged to every limiter of the queue (the worker asked for a retry).
     fn count_failure(&mut self, slot: Slot, now: Instant) -> Duration {
+        let delay = self.limiter.delay(self.entries[slot].failures, now);
+        self.note_failure(slot);
+        delay
+    }
+
+    /// Counts one failure of a key whose lease was lost (expired, or its
+    /// worker went away) and returns its per-key delay: the queue-wide bucket
+    /// is left alone, so one hung worker cannot delay every other key.
+    fn count_lost_lease(&mut self, slot: Slot) -> Duration {
+        let delay = self.limiter.per_key_delay(self.entries[slot].failures);
+        self.note_failure(slot);
+        delay
+    }
+
+    fn note_failure(&mut self, slot: Slot) {
         let entry = &mut self.entries[slot];
-        let delay = self.limiter.delay(entry.failures, now);
         entry.failures = entry.failures.saturating_add(1);
         self.observer.retried();
-        delay
     }
 
     // ----- granting -----
@@ -377,7 +442,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     /// When a lease granted or extended now ends: its time to live, but never
     /// past `grant_until`.
     fn lease_deadline(&self, asked: Option<Duration>, now: Instant) -> Instant {
-        let deadline = now + self.lease_ttl(asked);
+        let deadline = time::after(now, self.lease_ttl(asked));
         self.grant_until.map_or(deadline, |until| deadline.min(until))
     }
 
@@ -453,7 +518,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             self.holds.retain(|h| *h != hold);
         }
         if !was_granting && self.holds.is_empty() {
-            self.wakeups += self.ready.len();
+            self.wakeups = self.wakeups.saturating_add(self.ready.len());
         }
     }
 
@@ -464,7 +529,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         self.grant_until = until;
         let is_open = until.is_none_or(|u| now < u);
         if !was_open && is_open {
-            self.wakeups += self.ready.len();
+            self.wakeups = self.wakeups.saturating_add(self.ready.len());
         }
     }
 
