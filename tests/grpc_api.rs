@@ -470,3 +470,85 @@ async fn shut_down_should_cancel_stream_leases_and_end_the_stream() {
     let end = tokio::time::timeout(Duration::from_secs(2), worker.responses.next()).await.unwrap().unwrap();
     assert_eq!(end.unwrap_err().code(), Code::Unavailable);
 }
+
+/// A valid `google.protobuf.Duration` (its largest, 10,000 years) past
+/// anything the queue works with: once it panicked a handler halfway through
+/// its change.
+fn huge() -> Option<prost_types::Duration> {
+    Some(prost_types::Duration { seconds: 315_576_000_000, nanos: 999_999_999 })
+}
+
+fn key_state(queue: &str, key: &str) -> pb::KeyStateRequest {
+    pb::KeyStateRequest { queue: queue.into(), key: key.into() }
+}
+
+#[tokio::test]
+async fn refused_calls_should_answer_invalid_argument_and_change_nothing() {
+    let mut s = start().await;
+    let absent = pb::KeyState::Absent as i32;
+    let held = pb::KeyState::Held as i32;
+
+    // AddAfter: refused before any key is touched.
+    let after = pb::AddAfterRequest {
+        queue: "default".into(),
+        keys: vec!["late".into()],
+        delay: huge(),
+        priority: None,
+        reason: String::new(),
+    };
+    let status = s.client.add_after(after).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(status.message().starts_with("delay:"), "the message names the field: {}", status.message());
+    assert_eq!(s.client.key_state(key_state("default", "late")).await.unwrap().into_inner().state, absent);
+    let beyond_protobuf = pb::AddAfterRequest {
+        queue: "default".into(),
+        keys: vec!["late".into()],
+        delay: Some(prost_types::Duration { seconds: i64::MAX, nanos: 0 }),
+        priority: None,
+        reason: String::new(),
+    };
+    assert_eq!(s.client.add_after(beyond_protobuf).await.unwrap_err().code(), Code::InvalidArgument);
+
+    // Unary Finish: the lease stays as it was, and its token still works.
+    s.client.add(add("default", &["k"], None)).await.unwrap();
+    let lease = take(&mut s.client, "default").await;
+    let requeue = finish_request::Outcome::RequeueAfter(pb::RequeueAfter { delay: huge() });
+    let status = s.client.finish(finish("default", &lease, requeue)).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    let state = s.client.key_state(key_state("default", "k")).await.unwrap().into_inner();
+    assert_eq!(state.state, held, "the refused Finish left the lease held");
+    s.client.done(done("default", &lease)).await.unwrap();
+
+    // On the Work stream: an error FinishAck, the stream goes on, the lease still held.
+    s.client.add(add("default", &["s"], None)).await.unwrap();
+    let mut worker = open_stream(&mut s.client, "default", 1).await;
+    let lease = worker.next_lease().await;
+    let finish = work_request::Finish {
+        key: lease.key.clone(),
+        token: lease.token,
+        outcome: Some(work_request::finish::Outcome::RequeueAfter(pb::RequeueAfter { delay: huge() })),
+    };
+    worker.send(work_request::Kind::Finish(finish)).await;
+    match worker.next().await {
+        work_response::Kind::FinishAck(ack) => assert_eq!(ack.code, Code::InvalidArgument as i32, "{ack:?}"),
+        other => panic!("expected a FinishAck, got {other:?}"),
+    }
+    assert_eq!(s.client.key_state(key_state("default", "s")).await.unwrap().into_inner().state, held);
+    worker.finish(&lease).await;
+    match worker.next().await {
+        work_response::Kind::FinishAck(ack) => assert_eq!(ack.code, Code::Ok as i32, "{ack:?}"),
+        other => panic!("expected a FinishAck, got {other:?}"),
+    }
+
+    // ShutDown with a huge drain timeout: refused, and the queue still takes keys.
+    let shut = pb::ShutDownRequest { queue: "default".into(), drain: true, drain_timeout: huge() };
+    assert_eq!(s.client.shut_down(shut).await.unwrap_err().code(), Code::InvalidArgument);
+    s.client.add(add("default", &["after"], None)).await.unwrap();
+
+    // A batch that does not fit in max_keys: none of it is added.
+    let status = s.client.add(add("tiny", &["one", "two"], None)).await.unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted);
+    for key in ["one", "two"] {
+        assert_eq!(s.client.key_state(key_state("tiny", key)).await.unwrap().into_inner().state, absent, "{key}");
+    }
+}

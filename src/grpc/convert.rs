@@ -12,9 +12,14 @@ use crate::queue::{FinishOutcome, KeyPhase, KeyStatus, Lease, QueueCounts, Reaso
 
 /// The wall-clock time of a monotonic instant, for clients on other clocks.
 pub fn timestamp(at: Instant) -> prost_types::Timestamp {
-    let now = Instant::now();
-    let wall = if at >= now { SystemTime::now() + (at - now) } else { SystemTime::now() - (now - at) };
-    prost_types::Timestamp::from(wall)
+    let (now, wall_now) = (Instant::now(), SystemTime::now());
+    // Checked both ways: an instant the wall clock cannot express reads as now.
+    let wall = if at >= now {
+        wall_now.checked_add(at.saturating_duration_since(now))
+    } else {
+        wall_now.checked_sub(now.saturating_duration_since(at))
+    };
+    prost_types::Timestamp::from(wall.unwrap_or(wall_now))
 }
 
 pub fn duration(d: Duration) -> prost_types::Duration {

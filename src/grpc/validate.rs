@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::status::ApiError;
+use crate::queue::MAX_DURATION;
 
 /// Longest key accepted: Kubernetes keys are at most 253 + 1 + 253 bytes; 1 KiB leaves room.
 pub const MAX_KEY_BYTES: usize = 1024;
@@ -61,12 +62,32 @@ pub fn worker(name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// An optional protobuf duration as a std one; negative or malformed is an error.
+/// Largest `seconds` of a valid `google.protobuf.Duration` (about 10,000 years).
+const PROTO_DURATION_MAX_SECONDS: i64 = 315_576_000_000;
+
+/// An optional protobuf duration as a std one. Refused with the field's name:
+/// a value outside `google.protobuf.Duration`'s own range (seconds beyond
+/// ±315,576,000,000, nanos beyond ±999,999,999 or of the other sign), a
+/// negative one, and one longer than the queue works with ([`MAX_DURATION`]).
 pub fn duration(field: &str, value: Option<prost_types::Duration>) -> Result<Option<Duration>, ApiError> {
     let Some(value) = value else { return Ok(None) };
-    Duration::try_from(value).map(Some).map_err(|_| {
-        ApiError::invalid(field, format!("must be a non-negative duration, got {}s {}ns", value.seconds, value.nanos))
-    })
+    let prost_types::Duration { seconds, nanos } = value;
+    let described = || format!("{seconds}s {nanos}ns");
+    let in_range = seconds.unsigned_abs() <= PROTO_DURATION_MAX_SECONDS.unsigned_abs()
+        && nanos.unsigned_abs() < 1_000_000_000
+        && (seconds == 0 || nanos == 0 || (seconds > 0) == (nanos > 0));
+    if !in_range {
+        return Err(ApiError::invalid(field, format!("is not a valid google.protobuf.Duration: {}", described())));
+    }
+    let duration = Duration::try_from(value)
+        .map_err(|_| ApiError::invalid(field, format!("must be a non-negative duration, got {}", described())))?;
+    if duration > MAX_DURATION {
+        return Err(ApiError::invalid(
+            field,
+            format!("must be at most {} days, got {}", MAX_DURATION.as_secs() / 86_400, described()),
+        ));
+    }
+    Ok(Some(duration))
 }
 
 #[cfg(test)]
@@ -96,5 +117,24 @@ mod tests {
         let half = prost_types::Duration { seconds: 0, nanos: 500_000_000 };
         assert_eq!(duration("delay", Some(half)).unwrap(), Some(Duration::from_millis(500)));
         assert_eq!(duration("delay", None).unwrap(), None);
+    }
+
+    #[test]
+    fn duration_should_refuse_values_outside_protobufs_range_and_past_the_maximum() {
+        let cases = [
+            (i64::MAX, 0),
+            (i64::MIN, 0),
+            (PROTO_DURATION_MAX_SECONDS + 1, 0),
+            (0, 1_000_000_000),
+            (0, i32::MIN),
+            (1, -1),
+            (MAX_DURATION.as_secs() as i64, 1),
+        ];
+        for (seconds, nanos) in cases {
+            let err = duration("delay", Some(prost_types::Duration { seconds, nanos })).unwrap_err();
+            assert!(matches!(err, ApiError::InvalidArgument { .. }), "{seconds}s {nanos}ns: {err}");
+        }
+        let longest = prost_types::Duration { seconds: MAX_DURATION.as_secs() as i64, nanos: 0 };
+        assert_eq!(duration("delay", Some(longest)).unwrap(), Some(MAX_DURATION));
     }
 }

@@ -41,6 +41,11 @@ impl WorkQueueApi {
     }
 }
 
+/// A batch's keys as the queue holds them.
+fn arc_keys(keys: Vec<String>) -> Vec<Arc<str>> {
+    keys.into_iter().map(Arc::from).collect()
+}
+
 /// The priority of a manual add: the fast lane unless the caller says otherwise.
 fn priority(asked: Option<i32>) -> i32 {
     asked.unwrap_or(crate::queue::PRIORITY_FAST)
@@ -62,9 +67,7 @@ impl WorkQueueService for WorkQueueApi {
         let queue = self.queue(&req.queue)?;
         validate::keys(&req.keys)?;
         let reason = reason(ReasonKind::Manual, &req.reason);
-        for key in req.keys {
-            queue.add(Arc::from(key), priority(req.priority), reason.clone()).map_err(ApiError::from)?;
-        }
+        queue.add_all(arc_keys(req.keys), Duration::ZERO, priority(req.priority), reason).map_err(ApiError::from)?;
         Ok(Response::new(pb::AddResponse {}))
     }
 
@@ -74,9 +77,7 @@ impl WorkQueueService for WorkQueueApi {
         validate::keys(&req.keys)?;
         let delay = validate::duration("delay", req.delay)?.unwrap_or_default();
         let reason = reason(ReasonKind::RequeueAfter, &req.reason);
-        for key in req.keys {
-            queue.add_after(Arc::from(key), delay, priority(req.priority), reason.clone()).map_err(ApiError::from)?;
-        }
+        queue.add_all(arc_keys(req.keys), delay, priority(req.priority), reason).map_err(ApiError::from)?;
         Ok(Response::new(pb::AddAfterResponse {}))
     }
 
@@ -85,15 +86,16 @@ impl WorkQueueService for WorkQueueApi {
         let queue = self.queue(&req.queue)?;
         validate::keys(&req.keys)?;
         let reason = reason(ReasonKind::Retry, &req.reason);
-        let mut keys = Vec::with_capacity(req.keys.len());
-        // Duplicates in the batch count once (one failure, one entry), as the proto says.
-        let mut seen = std::collections::HashSet::with_capacity(req.keys.len());
-        for key in req.keys.into_iter().filter(|key| seen.insert(key.clone())) {
-            let (delay, failures) = queue
-                .add_rate_limited(Arc::from(key.as_str()), priority(req.priority), reason.clone())
-                .map_err(ApiError::from)?;
-            keys.push(pb::RateLimitedKey { key, failures, delay: Some(convert::duration(delay)) });
-        }
+        let limited =
+            queue.add_rate_limited_all(arc_keys(req.keys), priority(req.priority), reason).map_err(ApiError::from)?;
+        let keys = limited
+            .into_iter()
+            .map(|(key, delay, failures)| pb::RateLimitedKey {
+                key: key.to_string(),
+                failures,
+                delay: Some(convert::duration(delay)),
+            })
+            .collect();
         Ok(Response::new(pb::AddRateLimitedResponse { keys }))
     }
 
