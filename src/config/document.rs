@@ -99,8 +99,9 @@ struct QueueDoc {
     lease_ttl: Option<HumanDuration>,
     max_lease_ttl: Option<HumanDuration>,
     max_wait: Option<HumanDuration>,
-    /// `~` (null) or missing: no limit.
-    max_keys: Option<usize>,
+    /// Missing: the default limit; a number: that limit; `~` (null): no limit.
+    #[serde(default, deserialize_with = "present")]
+    max_keys: Option<Option<usize>>,
     rate_limiter: Option<RateLimiterDoc>,
     /// The informer whose objects are this queue's keys.
     primary: Option<String>,
@@ -124,9 +125,15 @@ impl QueueDoc {
             lease_ttl: self.lease_ttl.map_or(default.lease_ttl, |d| d.0),
             max_lease_ttl: self.max_lease_ttl.map_or(default.max_lease_ttl, |d| d.0),
             max_wait: self.max_wait.map_or(default.max_wait, |d| d.0),
-            max_keys: self.max_keys.or(default.max_keys),
+            max_keys: self.max_keys.unwrap_or(default.max_keys),
             rate_limiter: self.rate_limiter.map_or(default.rate_limiter, |r| r.0),
         };
         (settings, binding)
     }
+}
+
+/// Tells a field given as null (`Some(None)`) from one left out (`None`, by
+/// `#[serde(default)]`).
+fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(deserializer: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(deserializer).map(Some)
 }

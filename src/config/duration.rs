@@ -6,6 +6,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
+use crate::queue::MAX_DURATION;
+
 /// A `Duration` read from humantime text; a bad value says what was wrong with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct HumanDuration(pub(super) Duration);
@@ -34,8 +36,10 @@ impl Visitor<'_> for HumanDurationVisitor {
 }
 
 /// Parses humantime text; the error quotes the text and says what is wrong.
+/// Every duration of the config is at most [`MAX_DURATION`] (366 days), so a
+/// unit typo such as `1000000000h` is refused here, with its position.
 pub(super) fn parse(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text).map_err(|error| {
+    let duration = humantime::parse_duration(text).map_err(|error| {
         let why = match error {
             humantime::DurationError::UnknownUnit { unit, .. } if !unit.is_empty() => {
                 format!("unknown time unit {unit:?}, use one of ns, us, ms, s, m, h, d")
@@ -43,7 +47,11 @@ pub(super) fn parse(text: &str) -> Result<Duration, String> {
             other => other.to_string(),
         };
         format!("invalid duration {text:?}: {why}")
-    })
+    })?;
+    if duration > MAX_DURATION {
+        return Err(format!("duration {text:?} is longer than the most allowed, {}d", MAX_DURATION.as_secs() / 86_400));
+    }
+    Ok(duration)
 }
 
 #[cfg(test)]
@@ -56,6 +64,15 @@ mod tests {
         assert_eq!(parse("10m"), Ok(Duration::from_secs(600)));
         assert_eq!(parse("1h 30m"), Ok(Duration::from_secs(5400)));
         assert_eq!(parse("0"), Ok(Duration::ZERO));
+    }
+
+    #[test]
+    fn parse_should_refuse_a_duration_past_the_maximum() {
+        assert_eq!(parse("366d"), Ok(MAX_DURATION));
+        assert_eq!(
+            parse("1000000000h"),
+            Err(r#"duration "1000000000h" is longer than the most allowed, 366d"#.to_owned())
+        );
     }
 
     #[test]

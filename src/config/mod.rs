@@ -213,6 +213,22 @@ queues:
 ";
 
     #[test]
+    fn max_keys_should_default_when_left_out_and_be_unlimited_when_null() {
+        let config =
+            Config::parse("queues:\n  a: {}\n  b:\n    max_keys: ~\n  c:\n    max_keys: 7\n", "q.yaml").unwrap();
+        let limits: Vec<_> = config.queues.iter().map(|q| q.settings.max_keys).collect();
+        assert_eq!(limits, vec![Some(crate::queue::DEFAULT_MAX_KEYS), None, Some(7)]);
+    }
+
+    #[test]
+    fn a_duration_past_the_maximum_should_be_refused_with_its_field() {
+        let yaml = "queues:\n  a:\n    rate_limiter:\n      exponential: { base: 1000000000h, max: 1000000000h }\n";
+        let (field, problem, _) = field_err(yaml);
+        assert_eq!(field, "queues.a.rate_limiter.exponential.base");
+        assert!(problem.contains("longer than the most allowed"), "{problem}");
+    }
+
+    #[test]
     fn config_should_read_the_full_example() {
         let config = Config::parse(FULL_EXAMPLE, "full.yaml").unwrap();
         let exponential = RateLimiterSpec::Exponential { base: ms(5), max: secs(1000) };
