@@ -1504,7 +1504,8 @@ func (x *ShutDownRequest) GetDrainTimeout() *durationpb.Duration {
 // a drain; both counts are 0 without drain.
 type ShutDownResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Leases that ended in Done, Finish or expiry during the drain.
+	// Leases that ended during the drain: in Done or Finish, by expiry, or
+	// because their worker's stream broke.
 	Finished uint32 `protobuf:"varint,1,opt,name=finished,proto3" json:"finished,omitempty"`
 	// Leases still held when drain_timeout passed, returned to the queue with
 	// reason SHUTDOWN_RETURNED.
