@@ -8,10 +8,15 @@
 # dependencies in a layer of their own, keyed only on Cargo.toml and
 # Cargo.lock, so a change to the sources rebuilds only this crate.
 #
-# Linted in CI by hack/check-deploy (hadolint). No Docker engine exists on the
-# development machines, so this file is not built there.
+# Both base images are build arguments, defaulting to the public ones. With
+# no registry reachable, hack/images builds local stand-ins from Debian 12
+# packages and builds this file with buildah (`hack/images build`); CI does
+# that and runs the image (`hack/images check`), and hadolint lints it.
 
-FROM rust:1.95.0-slim-bookworm AS builder
+ARG BUILDER_IMAGE=rust:1.95.0-slim-bookworm
+ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
+
+FROM ${BUILDER_IMAGE} AS builder
 
 # The same profile for the dependency layer and the final build (a change
 # here rebuilds everything); stripped, the binary is about half the size.
@@ -20,16 +25,18 @@ ENV CARGO_PROFILE_RELEASE_STRIP=symbols \
 
 WORKDIR /src
 
-# 1. Dependencies only. Cargo.toml names the lib, the bin, a build script and
-#    two benches, so each gets an empty stand-in; after the build this crate's
-#    own artifacts are removed so the real sources cannot look up to date.
+# 1. Dependencies only. Cargo needs every target Cargo.toml declares to
+#    exist: the lib, the bin, the build script and each [[bench]] (their names
+#    read from Cargo.toml, so a new bench needs no change here) get an empty
+#    stand-in; after the build this crate's own artifacts are removed so the
+#    real sources cannot look up to date.
 COPY Cargo.toml Cargo.lock ./
 RUN mkdir -p src benches \
     && printf 'fn main() {}\n' > src/main.rs \
     && printf '\n' > src/lib.rs \
     && printf 'fn main() {}\n' > build.rs \
-    && printf 'fn main() {}\n' > benches/queue.rs \
-    && printf 'fn main() {}\n' > benches/grpc_load.rs \
+    && sed -n '/^\[\[bench\]\]/,/^name/ s/^name = "\(.*\)"/\1/p' Cargo.toml > /tmp/benches \
+    && while read -r bench; do printf 'fn main() {}\n' > "benches/$bench.rs"; done < /tmp/benches \
     && cargo build --release --locked --bin workqueue-sidecar \
     && cargo clean --release --package workqueue-sidecar \
     && rm -rf src benches build.rs
@@ -44,7 +51,7 @@ RUN cargo build --release --locked --bin workqueue-sidecar \
 
 # Runtime: glibc and libgcc only (ring and the Rust std need them), CA
 # certificates, and the "nonroot" user (65532).
-FROM gcr.io/distroless/cc-debian12:nonroot
+FROM ${RUNTIME_IMAGE}
 
 LABEL org.opencontainers.image.title="workqueue-sidecar" \
       org.opencontainers.image.description="Shared Kubernetes informers and a priority workqueue with leases, served over gRPC to a reconciler in the same pod" \
