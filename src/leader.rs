@@ -49,18 +49,39 @@ pub struct ElectionSettings {
 
 impl ElectionSettings {
     /// Errors name the flag, for the CLI.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ElectionSettingsError> {
         if self.retry_period.is_zero() {
-            return Err("--leader-election-retry-period must be greater than zero".into());
+            return Err(ElectionSettingsError::ZeroRetryPeriod);
         }
         if self.renew_deadline <= self.retry_period {
-            return Err("--leader-election-renew-deadline must be longer than the retry period".into());
+            return Err(ElectionSettingsError::RenewDeadlineNotAfterRetry {
+                renew_deadline: self.renew_deadline,
+                retry_period: self.retry_period,
+            });
         }
         if self.lease_duration <= self.renew_deadline {
-            return Err("--leader-election-lease-duration must be longer than the renew deadline".into());
+            return Err(ElectionSettingsError::LeaseNotLongerThanRenewDeadline {
+                lease_duration: self.lease_duration,
+                renew_deadline: self.renew_deadline,
+            });
         }
         Ok(())
     }
+}
+
+/// Election timings that cannot work together, named by their flags.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ElectionSettingsError {
+    #[error("--leader-election-retry-period must be greater than zero")]
+    ZeroRetryPeriod,
+    #[error(
+        "--leader-election-renew-deadline ({renew_deadline:?}) must be longer than the retry period ({retry_period:?})"
+    )]
+    RenewDeadlineNotAfterRetry { renew_deadline: Duration, retry_period: Duration },
+    #[error(
+        "--leader-election-lease-duration ({lease_duration:?}) must be longer than the renew deadline ({renew_deadline:?})"
+    )]
+    LeaseNotLongerThanRenewDeadline { lease_duration: Duration, renew_deadline: Duration },
 }
 
 /// What the elector tells the rest of the sidecar.
@@ -261,8 +282,8 @@ mod tests {
     fn settings_should_need_lease_longer_than_deadline_longer_than_retry() {
         assert!(settings().validate().is_ok());
         let bad = ElectionSettings { renew_deadline: Duration::from_secs(20), ..settings() };
-        assert!(bad.validate().unwrap_err().contains("lease-duration"));
+        assert!(matches!(bad.validate(), Err(ElectionSettingsError::LeaseNotLongerThanRenewDeadline { .. })));
         let bad = ElectionSettings { retry_period: Duration::from_secs(10), ..settings() };
-        assert!(bad.validate().unwrap_err().contains("renew-deadline"));
+        assert!(matches!(bad.validate(), Err(ElectionSettingsError::RenewDeadlineNotAfterRetry { .. })));
     }
 }

@@ -183,7 +183,7 @@ fn election_settings(cli: &Cli) -> anyhow::Result<Option<ElectionSettings>> {
         renew_deadline: cli.leader_election_renew_deadline,
         retry_period: cli.leader_election_retry_period,
     };
-    settings.validate().map_err(anyhow::Error::msg)?;
+    settings.validate()?;
     Ok(Some(settings))
 }
 
