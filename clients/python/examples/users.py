@@ -15,7 +15,7 @@ Every step checks before it writes, so reconciling twice changes nothing; a
 write that fails (a conflict with a stale cache, say) raises, and the sidecar
 retries the User with backoff.
 
-    python examples/users.py --sidecar unix:///var/run/wq/sock          # in a pod
+    python examples/users.py                                            # in a pod (deploy/overlays/users)
     python examples/users.py --sidecar 127.0.0.1:50051 --kubeconfig ~/.kube/config
 """
 
@@ -153,8 +153,10 @@ def _up_to_date(meta: dict[str, Any], labels: dict[str, str], annotations: dict[
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sidecar", default=os.environ.get("WQS_TARGET", "unix:///var/run/wq/sock"),
-                        help="the sidecar's gRPC address: unix:///path or host:port (env WQS_TARGET)")
+    # The same variable and default as the Go example: what deploy/base sets.
+    parser.add_argument("--sidecar",
+                        default=os.environ.get("WORKQUEUE_SIDECAR_TARGET", "unix:///run/workqueue-sidecar/grpc.sock"),
+                        help="the sidecar's gRPC address: unix:///path or host:port (env WORKQUEUE_SIDECAR_TARGET)")
     parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"),
                         help="kubeconfig for writes; without it, the pod's service account")
     parser.add_argument("--queue", default="users")
