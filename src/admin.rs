@@ -36,6 +36,24 @@ impl Readiness {
         self.conditions.lock().entry(name.into()).or_insert(false);
     }
 
+    /// Makes `name` a condition that follows `signal`: unmet from this call
+    /// on, met once `signal` turns true. Returns the future that waits for
+    /// it (spawn it); the condition exists before the future first runs, so a
+    /// probe that comes in between sees it unmet.
+    pub fn follow(
+        self: &Arc<Self>,
+        name: String,
+        mut signal: watch::Receiver<bool>,
+    ) -> impl Future<Output = ()> + use<> {
+        self.require(name.clone());
+        let readiness = self.clone();
+        async move {
+            if signal.wait_for(|met| *met).await.is_ok() {
+                readiness.set(&name, true);
+            }
+        }
+    }
+
     pub fn set(&self, name: &str, met: bool) {
         self.conditions.lock().insert(name.to_string(), met);
     }
@@ -109,5 +127,16 @@ mod tests {
         assert!(readiness.check().is_ok());
         readiness.shutting_down();
         assert!(readiness.check().is_err());
+    }
+
+    #[tokio::test]
+    async fn a_followed_condition_should_be_unmet_at_once_and_met_when_its_signal_turns_true() {
+        let readiness = Readiness::new();
+        let (synced, signal) = watch::channel(false);
+        let waiting = tokio::spawn(readiness.follow("informer users synced".into(), signal));
+        assert_eq!(readiness.check().unwrap_err(), "waiting for: informer users synced");
+        synced.send_replace(true);
+        waiting.await.unwrap();
+        assert!(readiness.check().is_ok());
     }
 }

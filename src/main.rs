@@ -89,7 +89,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         InformerRegistry::build(client, &informer_specs, &queues, bindings).await.context("resolving the informers")?
     });
     metrics.register_informers(informers.all());
+    // Each informer's sync is a readiness condition from here on, before the
+    // admin port serves: /readyz answers 503 until every cache has synced
+    // (then stays 200 across relists, as client-go's HasSynced; a stale cache
+    // shows in workqueue_sidecar_informer_* metrics instead).
     let readiness = Readiness::new();
+    for informer in informers.all() {
+        let condition = format!("informer {} synced", informer.name());
+        tokio::spawn(readiness.follow(condition, informer.synced_watch()));
+    }
     let listeners = server::Listeners::bind(cli.tcp.0, cli.unix.as_deref(), cli.allow_remote).await?;
     let admin_listener = match cli.admin.0 {
         Some(address) => Some(server::bind_admin(address, cli.allow_remote).await?),
@@ -104,9 +112,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     // Closes the informer-fed queues' gates until their caches sync, then watches.
     informers.start().await;
-    if !informers.names().is_empty() {
-        tokio::spawn(report_informer_sync(informers.clone(), readiness.clone()));
-    }
     let elector = match election {
         Some(settings) => Some(start_election(&cli, settings, queues.clone(), metrics.clone(), stop_rx.clone()).await?),
         None => {
@@ -152,16 +157,6 @@ async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kub
         None => kube::Config::infer().await.context("finding a Kubernetes config (give --kubeconfig)")?,
     };
     kube::Client::try_from(config).context("building the Kubernetes client")
-}
-
-/// Marks the sidecar ready once every informer has synced.
-async fn report_informer_sync(informers: Arc<InformerRegistry>, readiness: Arc<Readiness>) {
-    const CONDITION: &str = "informer caches synced";
-    readiness.require(CONDITION);
-    while !informers.all_synced() {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    readiness.set(CONDITION, true);
 }
 
 /// The election's settings from the flags, when `--leader-election` is on.

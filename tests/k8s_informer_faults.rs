@@ -17,7 +17,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -26,8 +25,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use support::informers::{Sidecar, wait_until};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use support::proxy::Proxy;
 use tokio::time::Instant;
 use workqueue_sidecar::informer::{ListQuery, SharedInformer};
 use workqueue_sidecar::queue::{FinishOutcome, KeyPhase, ReasonKind};
@@ -134,67 +132,6 @@ impl Drop for Plane {
             .env("WQS_STATE_DIR", &self.state_dir)
             .stdout(std::process::Stdio::null())
             .status();
-    }
-}
-
-// ---- a TCP proxy that can cut the informer off -------------------------------------------------
-
-struct Proxy {
-    port: u16,
-    cut: Arc<watch::Sender<bool>>,
-    open_connections: Arc<AtomicUsize>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Proxy {
-    async fn start(upstream: u16) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let cut = Arc::new(watch::Sender::new(false));
-        let open_connections = Arc::new(AtomicUsize::new(0));
-        let (cut2, open2) = (cut.clone(), open_connections.clone());
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((mut downstream, _)) = listener.accept().await else { continue };
-                if *cut2.borrow() {
-                    continue; // dropped: the client sees its connection closed
-                }
-                let mut cut_rx = cut2.subscribe();
-                let open = open2.clone();
-                open.fetch_add(1, Ordering::SeqCst);
-                tokio::spawn(async move {
-                    if let Ok(mut upstream) = TcpStream::connect(("127.0.0.1", upstream)).await {
-                        tokio::select! {
-                            _ = tokio::io::copy_bidirectional(&mut downstream, &mut upstream) => {}
-                            _ = cut_rx.wait_for(|cut| *cut) => {}
-                        }
-                    }
-                    drop(downstream);
-                    open.fetch_sub(1, Ordering::SeqCst);
-                });
-            }
-        });
-        Proxy { port, cut, open_connections, task }
-    }
-
-    /// Closes every connection and refuses new ones; returns once all are closed.
-    async fn cut(&self) {
-        self.cut.send_replace(true);
-        wait_until("proxy connections closed", Duration::from_secs(10), || {
-            self.open_connections.load(Ordering::SeqCst) == 0
-        })
-        .await;
-    }
-
-    fn restore(&self) {
-        self.cut.send_replace(false);
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        self.cut.send_replace(true);
-        self.task.abort();
     }
 }
 

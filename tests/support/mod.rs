@@ -3,3 +3,4 @@
 
 pub mod control_plane;
 pub mod informers;
+pub mod proxy;
