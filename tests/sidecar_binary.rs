@@ -169,6 +169,33 @@ fn bad_config_should_exit_non_zero_before_listening() {
 }
 
 #[test]
+fn check_config_should_refuse_what_the_api_server_or_the_queue_would_refuse_later() {
+    let dir = std::env::temp_dir().join(format!("wqs-check-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let informer = "informers:\n  u:\n    version: v1\n    kind: ConfigMap\n";
+    let cases = [
+        ("label_selector", format!("{informer}    label_selector: a in (b\nqueues:\n  q:\n    primary: u\n")),
+        ("field_selector", format!("{informer}    field_selector: metadata.name\nqueues:\n  q:\n    primary: u\n")),
+        (
+            "exponential.base",
+            "queues:\n  q:\n    rate_limiter:\n      exponential: { base: 1000000000h, max: 1000000000h }\n".into(),
+        ),
+    ];
+    for (field, yaml) in cases {
+        let path = dir.join("check.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar"))
+            .args(["--config", path.to_str().unwrap(), "--check-config"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{field}: exit status 2; stderr: {stderr}");
+        assert!(stderr.contains("check.yaml") && stderr.contains(field), "{field}: names file and field: {stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn remote_address_should_need_allow_remote() {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar"))
         .args(["--tcp", "0.0.0.0:0"])

@@ -7,7 +7,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 
 use super::duration::HumanDuration;
 use super::queue_name;
-use crate::informer::{IndexBy, IndexSpec, InformerSpec};
+use crate::informer::{FieldSelector, IndexBy, IndexSpec, InformerSpec, LabelSelector};
 
 /// `informers:`, kept in file order.
 pub(super) struct InformerEntries(pub(super) Vec<InformerSpec>);
@@ -76,8 +76,8 @@ struct InformerDoc {
     version: NonEmpty,
     kind: NonEmpty,
     namespace: Option<NonEmpty>,
-    label_selector: Option<NonEmpty>,
-    field_selector: Option<NonEmpty>,
+    label_selector: Option<Selector<LabelSyntax>>,
+    field_selector: Option<Selector<FieldSyntax>>,
     #[serde(default)]
     metadata_only: bool,
     #[serde(default = "yes")]
@@ -107,6 +107,39 @@ impl InformerDoc {
             resync: self.resync.map(|d| d.0).filter(|d| !d.is_zero()),
             indexes: self.indexes.map(|i| i.0).unwrap_or_default(),
         }
+    }
+}
+
+/// A selector's text, parsed when the config is read so that a malformed
+/// one exits before any port is bound (the API server would refuse it on
+/// every retry); kept as text for the watch.
+struct Selector<S>(String, std::marker::PhantomData<S>);
+
+/// How one kind of selector is parsed.
+trait SelectorSyntax {
+    fn check(text: &str) -> Result<(), String>;
+}
+
+struct LabelSyntax;
+struct FieldSyntax;
+
+impl SelectorSyntax for LabelSyntax {
+    fn check(text: &str) -> Result<(), String> {
+        LabelSelector::parse(text).map(drop)
+    }
+}
+
+impl SelectorSyntax for FieldSyntax {
+    fn check(text: &str) -> Result<(), String> {
+        FieldSelector::parse(text).map(drop)
+    }
+}
+
+impl<'de, S: SelectorSyntax> Deserialize<'de> for Selector<S> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let NonEmpty(text) = NonEmpty::deserialize(deserializer)?;
+        S::check(&text).map_err(de::Error::custom)?;
+        Ok(Selector(text, std::marker::PhantomData))
     }
 }
 

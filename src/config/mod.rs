@@ -476,6 +476,20 @@ queues:
     }
 
     #[test]
+    fn config_should_refuse_a_malformed_selector_with_its_field_and_position() {
+        let yaml = "informers:\n  u:\n    version: v1\n    kind: User\n    label_selector: a in (b\nqueues:\n  q: {}\n";
+        let (field, problem, position) = field_err(yaml);
+        assert_eq!(field, "informers.u.label_selector");
+        assert!(problem.starts_with("unclosed '('"), "{problem}");
+        assert!(position.is_some());
+        let yaml =
+            "informers:\n  u:\n    version: v1\n    kind: User\n    field_selector: metadata.name\nqueues:\n  q: {}\n";
+        let (field, problem, _) = field_err(yaml);
+        assert_eq!(field, "informers.u.field_selector");
+        assert!(problem.contains("has no operator"), "{problem}");
+    }
+
+    #[test]
     fn config_should_refuse_a_trigger_with_keys_of_another_mapping() {
         let yaml = "informers:\n  u: { version: v1, kind: User }\nqueues:\n  q:\n    primary: u\n    triggers:\n      - { informer: u, by: owner, label: x }\n";
         let (field, problem, position) = field_err(yaml);

@@ -3,13 +3,14 @@
 //! - [`spec`]: what an informer watches and how a queue listens (from the config).
 //! - [`object`]: a cached object, raw JSON bytes plus parsed metadata.
 //! - [`store`], [`tombstone`]: objects by key with indexes; deleted objects' last state.
-//! - [`selector`]: label selectors for reads.
+//! - [`selector`], [`field_selector`]: label selectors (config and reads) and field selectors (config), parsed.
 //! - [`keying`]: event-to-key mapping, reasons, priorities, predicates.
 //! - [`shared`]: one informer's cache, its sync state and subscribers.
 //! - [`watch`]: the one kube-runtime watcher that feeds it.
 //! - [`registry`]: every informer by name, started together; readiness.
 
 mod error;
+mod field_selector;
 mod keying;
 mod object;
 mod registry;
@@ -21,6 +22,7 @@ mod tombstone;
 mod watch;
 
 pub use error::InformerError;
+pub use field_selector::FieldSelector;
 pub use keying::{Change, ChangeKind};
 pub use object::{CachedObject, Meta, OwnerRef};
 pub use registry::InformerRegistry;
