@@ -15,7 +15,7 @@ use tracing::{error, info, warn};
 use workqueue_sidecar::admin::{self, Readiness};
 use workqueue_sidecar::cli::{Cli, LogFormat};
 use workqueue_sidecar::config::Config;
-use workqueue_sidecar::informer::InformerRegistry;
+use workqueue_sidecar::informer::{InformerRegistry, WatchProgress};
 use workqueue_sidecar::leader::{ElectionSettings, Elector, Leadership, NOT_LEADER};
 use workqueue_sidecar::metrics::{self, Metrics};
 use workqueue_sidecar::queues::QueueRegistry;
@@ -84,9 +84,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let informers = Arc::new(if informer_specs.is_empty() {
         InformerRegistry::empty()
     } else {
-        let client = kube_client(cli.kubeconfig.as_deref()).await?;
+        let progress = WatchProgress::default();
+        let client = kube_client(cli.kubeconfig.as_deref(), Some(&progress)).await?;
         let bindings = bindings.iter().map(|(name, binding)| (name.as_str(), binding));
-        InformerRegistry::build(client, &informer_specs, &queues, bindings).await.context("resolving the informers")?
+        let informers = InformerRegistry::build(client, &informer_specs, &queues, bindings)
+            .await
+            .context("resolving the informers")?;
+        informers.report_watch_progress_to(&progress);
+        informers
     });
     metrics.register_informers(informers.all());
     // Each informer's sync is a readiness condition from here on, before the
@@ -143,9 +148,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A client for the informers: from `--kubeconfig`, else inferred
-/// ($KUBECONFIG, ~/.kube/config, in-cluster service account).
-async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+/// A Kubernetes client: from `--kubeconfig`, else inferred ($KUBECONFIG,
+/// ~/.kube/config, in-cluster service account); the informers' client also
+/// tells `progress` when a watch request is answered.
+async fn kube_client(
+    kubeconfig: Option<&std::path::Path>,
+    progress: Option<&WatchProgress>,
+) -> anyhow::Result<kube::Client> {
     let config = match kubeconfig {
         Some(path) => {
             let file = kube::config::Kubeconfig::read_from(path)
@@ -156,7 +165,11 @@ async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kub
         }
         None => kube::Config::infer().await.context("finding a Kubernetes config (give --kubeconfig)")?,
     };
-    kube::Client::try_from(config).context("building the Kubernetes client")
+    let builder = kube::client::ClientBuilder::try_from(config).context("building the Kubernetes client")?;
+    Ok(match progress {
+        Some(progress) => builder.with_layer(&progress.layer()).build(),
+        None => builder.build(),
+    })
 }
 
 /// The election's settings from the flags, when `--leader-election` is on.
@@ -195,7 +208,7 @@ async fn start_election(
         queues.get(name).expect("a listed queue exists").set_hold(NOT_LEADER, true);
     }
     metrics.leader.set(0);
-    let client = kube_client(cli.kubeconfig.as_deref()).await?;
+    let client = kube_client(cli.kubeconfig.as_deref(), None).await?;
     let elector = Elector::new(client, settings);
     let on_change = move |leadership: Leadership| {
         let term_ends = match leadership {

@@ -6,9 +6,11 @@
 //! - [`selector`], [`field_selector`]: label selectors (config and reads) and field selectors (config), parsed.
 //! - [`keying`]: event-to-key mapping, reasons, priorities, predicates.
 //! - [`shared`]: one informer's cache, its sync state and subscribers.
-//! - [`watch`]: the one kube-runtime watcher that feeds it.
+//! - [`watch`], [`backoff`], [`watch_progress`]: the one kube-runtime watcher that feeds it, its bounded
+//!   retry, and the client middleware that hears its watch requests answered.
 //! - [`registry`]: every informer by name, started together; readiness.
 
+mod backoff;
 mod error;
 mod field_selector;
 mod keying;
@@ -20,6 +22,7 @@ mod spec;
 mod store;
 mod tombstone;
 mod watch;
+mod watch_progress;
 
 pub use error::InformerError;
 pub use field_selector::FieldSelector;
@@ -33,3 +36,4 @@ pub use spec::{
 };
 pub use store::{ListQuery, Page};
 pub use tombstone::{MAX_TOMBSTONES, TOMBSTONE_TTL};
+pub use watch_progress::{WatchProgress, WatchProgressLayer};

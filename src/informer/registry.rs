@@ -10,9 +10,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use kube::Client;
-use kube::api::GroupVersionKind;
+use kube::api::{DynamicObject, GroupVersionKind};
 use kube::discovery::Scope;
+use kube::{Client, Resource};
 use tokio::task::AbortHandle;
 use tracing::info;
 
@@ -21,6 +21,7 @@ use super::keying::{Role, Subscriber};
 use super::shared::SharedInformer;
 use super::spec::{InformerSpec, QueueBinding};
 use super::watch;
+use super::watch_progress::WatchProgress;
 use crate::queues::{Queue, QueueRegistry};
 
 /// The hold a queue carries until every informer it uses has synced.
@@ -131,6 +132,16 @@ impl InformerRegistry {
         let informers = binding.informers().into_iter().map(find).collect::<Result<_, _>>()?;
         self.gated.push((queue.clone(), informers));
         Ok(())
+    }
+
+    /// Registers each informer's watch path with `progress`, whose layer is
+    /// on the client the informers watch with: a re-established watch then
+    /// marks its informer current at once, not at its next event.
+    pub fn report_watch_progress_to(&self, progress: &WatchProgress) {
+        for informer in self.informers.values() {
+            let namespace = informer.spec().namespace.as_deref().filter(|_| informer.is_namespaced());
+            progress.register(DynamicObject::url_path(informer.resource(), namespace), informer);
+        }
     }
 
     /// Closes the gates of the informer-fed queues, opens one watch per

@@ -46,6 +46,9 @@ pub struct SharedInformer {
     lists_done: AtomicU64,
     /// Changes handed to the subscribers, by kind; counted once every queue has them.
     changes: ChangeCounts,
+    /// Since when the watch has failed without a success since (a list or
+    /// watch event); `None` while it is current.
+    failing_since: Mutex<Option<Instant>>,
 }
 
 impl SharedInformer {
@@ -65,6 +68,7 @@ impl SharedInformer {
             dropped: AtomicU64::new(0),
             lists_done: AtomicU64::new(0),
             changes: ChangeCounts::default(),
+            failing_since: Mutex::new(None),
         }
     }
 
@@ -89,6 +93,17 @@ impl SharedInformer {
     }
 
     // ---- fed by the watch task --------------------------------------------
+
+    /// The watch delivered something (an event, a list's start or end): the
+    /// cache is current again.
+    pub fn on_watch_progress(&self) {
+        *self.failing_since.lock() = None;
+    }
+
+    /// A list or watch request failed; the watcher retries after its backoff.
+    pub fn on_watch_error(&self) {
+        self.failing_since.lock().get_or_insert_with(Instant::now);
+    }
 
     /// A (re)list starts.
     pub fn on_init(&self) {
@@ -220,6 +235,12 @@ impl SharedInformer {
     /// it found added, changed or gone; unchanged ones are not changes.
     pub fn changes(&self, kind: ChangeKind) -> u64 {
         self.changes.get(kind)
+    }
+
+    /// How long the watch has been failing without a success since: zero
+    /// while it is current. The cache may miss changes made in that time.
+    pub fn stale_for(&self) -> Duration {
+        self.failing_since.lock().map_or(Duration::ZERO, |since| since.elapsed())
     }
 
     /// How many lists have completed: 1 after the first, one more per relist.

@@ -9,11 +9,12 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource};
 use tracing::{debug, info, warn};
 
+use super::backoff::WatchBackoff;
 use super::shared::SharedInformer;
 
-/// Runs the informer's watch until the task is aborted. Errors are logged
-/// and retried by the watcher after kube-runtime's default backoff (800 ms
-/// doubling to 30 s, as client-go's reflector).
+/// Runs the informer's watch until the task is aborted. Errors are logged,
+/// mark the informer stale until the next success, and are retried after
+/// [`WatchBackoff`] (500 ms doubling to 5 s).
 pub async fn run(informer: Arc<SharedInformer>, client: Client, streaming: bool) {
     let spec = informer.spec();
     let mut config = watcher::Config::default();
@@ -37,7 +38,7 @@ pub async fn run(informer: Arc<SharedInformer>, client: Client, streaming: bool)
     );
     if spec.metadata_only {
         let api: Api<PartialObjectMeta<DynamicObject>> = api(&informer, client);
-        let events = watcher::watcher(api, config).default_backoff();
+        let events = watcher::watcher(api, config).backoff(WatchBackoff::new());
         feed(&informer, events, |meta: PartialObjectMeta<DynamicObject>| {
             // The server sends kind PartialObjectMetadata; the object's own
             // apiVersion and kind are filled in by the informer's shaping.
@@ -46,7 +47,7 @@ pub async fn run(informer: Arc<SharedInformer>, client: Client, streaming: bool)
         .await;
     } else {
         let api: Api<DynamicObject> = api(&informer, client);
-        feed(&informer, watcher::watcher(api, config).default_backoff(), |o| o).await;
+        feed(&informer, watcher::watcher(api, config).backoff(WatchBackoff::new()), |o| o).await;
     }
 }
 
@@ -67,6 +68,10 @@ where
 {
     let mut events = std::pin::pin!(events);
     while let Some(event) = events.next().await {
+        match &event {
+            Ok(_) => informer.on_watch_progress(),
+            Err(_) => informer.on_watch_error(),
+        }
         match event {
             Ok(Event::Init) => {
                 debug!(informer = %informer.name(), "list started");

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
 
 use crate::informer::{ChangeKind, SharedInformer};
 
@@ -65,6 +66,17 @@ impl Collector for InformerCollector {
             let labels = InformerLabel { informer: informer.name().to_string() };
             ConstCounter::new(informer.lists_done()).encode(lists.encode_family(&labels)?)?;
         }
+        let mut stale = encoder.encode_descriptor(
+            "workqueue_sidecar_informer_stale_seconds",
+            "How long the informer's list or watch has been failing with no success since (0 while current): \
+             changes made meanwhile may be missing from its cache",
+            None,
+            prometheus_client::metrics::MetricType::Gauge,
+        )?;
+        for informer in &self.informers {
+            let labels = InformerLabel { informer: informer.name().to_string() };
+            ConstGauge::new(informer.stale_for().as_secs_f64()).encode(stale.encode_family(&labels)?)?;
+        }
         Ok(())
     }
 }
@@ -100,9 +112,31 @@ mod tests {
             r#"workqueue_sidecar_informer_events_total{informer="cms",type="updated"} 2"#,
             r#"workqueue_sidecar_informer_events_total{informer="cms",type="deleted"} 0"#,
             r#"workqueue_sidecar_informer_lists_total{informer="cms"} 1"#,
+            r#"workqueue_sidecar_informer_stale_seconds{informer="cms"} 0.0"#,
         ] {
             assert!(text.lines().any(|line| line == sample), "{sample} missing from:\n{text}");
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stale_seconds_should_count_from_the_first_failure_until_the_next_success() {
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
+        let informer = Arc::new(SharedInformer::new(InformerSpec::new("cms", "", "v1", "ConfigMap"), resource, true));
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(InformerCollector::new(vec![informer.clone()])));
+        let stale = |registry: &Registry| {
+            let mut text = String::new();
+            encode(&mut text, registry).unwrap();
+            let line = text.lines().find(|l| l.starts_with("workqueue_sidecar_informer_stale_seconds{")).unwrap();
+            line.rsplit(' ').next().unwrap().parse::<f64>().unwrap()
+        };
+        informer.on_watch_error();
+        tokio::time::advance(std::time::Duration::from_secs(12)).await;
+        informer.on_watch_error();
+        tokio::time::advance(std::time::Duration::from_secs(8)).await;
+        assert_eq!(stale(&registry), 20.0, "counted from the first of the failures");
+        informer.on_watch_progress();
+        assert_eq!(stale(&registry), 0.0);
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! A TCP proxy in front of the API server that a test can slow down or cut: the informer's view of a slow or absent server.
 #![allow(dead_code)] // each test binary uses its own subset
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -12,6 +12,8 @@ use super::informers::wait_until;
 
 pub struct Proxy {
     pub port: u16,
+    /// When each connection was refused while cut: the client's retries.
+    refused: Arc<Mutex<Vec<Instant>>>,
     cut: Arc<watch::Sender<bool>>,
     open_connections: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
@@ -30,11 +32,13 @@ impl Proxy {
         let port = listener.local_addr().unwrap().port();
         let cut = Arc::new(watch::Sender::new(false));
         let open_connections = Arc::new(AtomicUsize::new(0));
-        let (cut2, open2) = (cut.clone(), open_connections.clone());
+        let refused = Arc::new(Mutex::new(Vec::new()));
+        let (cut2, open2, refused2) = (cut.clone(), open_connections.clone(), refused.clone());
         let task = tokio::spawn(async move {
             loop {
                 let Ok((mut downstream, _)) = listener.accept().await else { continue };
                 if *cut2.borrow() {
+                    refused2.lock().unwrap().push(Instant::now());
                     continue; // dropped: the client sees its connection closed
                 }
                 let mut cut_rx = cut2.subscribe();
@@ -53,7 +57,7 @@ impl Proxy {
                 });
             }
         });
-        Proxy { port, cut, open_connections, task }
+        Proxy { port, refused, cut, open_connections, task }
     }
 
     /// Closes every connection and refuses new ones; returns once all are closed.
@@ -63,6 +67,11 @@ impl Proxy {
             self.open_connections.load(Ordering::SeqCst) == 0
         })
         .await;
+    }
+
+    /// When connections were refused while cut, in order.
+    pub fn refused_at(&self) -> Vec<Instant> {
+        self.refused.lock().unwrap().clone()
     }
 
     pub fn restore(&self) {
