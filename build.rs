@@ -55,9 +55,12 @@ fn run() -> Result<(), String> {
 
     // google.protobuf.* map to prost-types (prost-build's default extern
     // paths), so Duration and Timestamp are prost_types::{Duration, Timestamp}.
+    // Our codec: a request that does not decode is the caller's fault
+    // (INVALID_ARGUMENT), where tonic-prost's answers INTERNAL.
     tonic_prost_build::configure()
         .build_server(true)
         .build_client(true)
+        .codec_path("crate::grpc::codec::WireCodec")
         .compile_fds(compiler.file_descriptor_set())
         .map_err(|err| format!("generating Rust from {PROTO_DIR}/: {err}"))
 }

@@ -20,6 +20,7 @@ type Client = WorkQueueServiceClient<Channel>;
 
 struct TestServer {
     client: Client,
+    channel: Channel,
     _stop: watch::Sender<bool>,
 }
 
@@ -44,8 +45,9 @@ async fn start() -> TestServer {
     let api = grpc::api(queues, Arc::new(workqueue_sidecar::informer::InformerRegistry::empty())).await.unwrap();
     let (stop, stop_rx) = watch::channel(false);
     tokio::spawn(serve(api.routes, listeners, stop_rx));
-    let client = WorkQueueServiceClient::connect(format!("http://{address}")).await.unwrap();
-    TestServer { client, _stop: stop }
+    let channel = tonic::transport::Endpoint::new(format!("http://{address}")).unwrap().connect().await.unwrap();
+    let client = WorkQueueServiceClient::new(channel.clone());
+    TestServer { client, channel, _stop: stop }
 }
 
 fn add(queue: &str, keys: &[&str], priority: Option<i32>) -> pb::AddRequest {
@@ -551,4 +553,76 @@ async fn refused_calls_should_answer_invalid_argument_and_change_nothing() {
     for key in ["one", "two"] {
         assert_eq!(s.client.key_state(key_state("tiny", key)).await.unwrap().into_inner().state, absent, "{key}");
     }
+}
+
+/// Raw bytes as a request body, whatever they decode to (or fail to).
+#[derive(Clone, Default)]
+struct RawCodec;
+
+struct RawEncoder;
+struct RawDecoder;
+
+impl tonic::codec::Codec for RawCodec {
+    type Encode = Vec<u8>;
+    type Decode = Vec<u8>;
+    type Encoder = RawEncoder;
+    type Decoder = RawDecoder;
+
+    fn encoder(&mut self) -> RawEncoder {
+        RawEncoder
+    }
+
+    fn decoder(&mut self) -> RawDecoder {
+        RawDecoder
+    }
+}
+
+impl tonic::codec::Encoder for RawEncoder {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+
+    fn encode(&mut self, item: Vec<u8>, buf: &mut tonic::codec::EncodeBuf<'_>) -> Result<(), tonic::Status> {
+        use prost::bytes::BufMut;
+        buf.put_slice(&item);
+        Ok(())
+    }
+}
+
+impl tonic::codec::Decoder for RawDecoder {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+
+    fn decode(&mut self, buf: &mut tonic::codec::DecodeBuf<'_>) -> Result<Option<Vec<u8>>, tonic::Status> {
+        use prost::bytes::Buf;
+        Ok(Some(buf.copy_to_bytes(buf.remaining()).to_vec()))
+    }
+}
+
+/// Sends `body` to the unary `method` of WorkQueueService as it is.
+async fn raw_call(s: &TestServer, method: &str, body: Vec<u8>) -> Result<Vec<u8>, tonic::Status> {
+    let mut grpc = tonic::client::Grpc::new(s.channel.clone());
+    grpc.ready().await.unwrap();
+    let path = format!("/workqueue.v1.WorkQueueService/{method}").parse().unwrap();
+    grpc.unary(tonic::Request::new(body), path, RawCodec).await.map(tonic::Response::into_inner)
+}
+
+#[tokio::test]
+async fn a_message_that_does_not_decode_should_answer_invalid_argument_and_change_nothing() {
+    let s = start().await;
+    // AddRequest { queue: "default" (field 1), keys: [b"\xff\xfe"] (field 2) }: a key that is not UTF-8.
+    let mut not_utf8 = vec![0x0a, 7];
+    not_utf8.extend_from_slice(b"default");
+    not_utf8.extend_from_slice(&[0x12, 2, 0xff, 0xfe]);
+    // A field header promising 100 bytes that never come; and bytes that are no message at all.
+    let truncated = vec![0x0a, 100, b'd'];
+    let garbage = vec![0xff; 16];
+    for (what, body) in [("a non-UTF-8 key", not_utf8), ("a truncated field", truncated), ("garbage", garbage)] {
+        for method in ["Add", "Finish", "Get", "KeyState"] {
+            let status = raw_call(&s, method, body.clone()).await.unwrap_err();
+            assert_eq!(status.code(), Code::InvalidArgument, "{method} with {what}: {status:?}");
+            assert!(status.message().contains("does not decode"), "{method} with {what}: {}", status.message());
+        }
+    }
+    let len = s.client.clone().len(pb::LenRequest { queue: "default".into() }).await.unwrap().into_inner();
+    assert_eq!((len.ready, len.waiting, len.held), (0, 0, 0), "nothing was added");
 }

@@ -4,6 +4,7 @@
 //! answer. `status.rs` is the one place where errors become status codes.
 
 mod cache_service;
+mod codec;
 mod convert;
 pub mod pb;
 mod status;
