@@ -5,6 +5,7 @@
 
 mod support;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -371,4 +372,53 @@ async fn k8s_a_queue_should_hand_out_nothing_until_its_informers_synced() {
     }
     sidecar.synced().await;
     wait_until("all 1200 keys queued", Duration::from_secs(10), || q.counts().ready + q.counts().held == 1200).await;
+}
+
+#[tokio::test]
+async fn k8s_a_queue_at_max_keys_should_still_take_every_informer_event() {
+    const OBJECTS: usize = 50;
+    const MAX_KEYS: usize = 10;
+    let client = control_plane::client().await;
+    let ns = TestNamespace::create(&client, "inf-full").await;
+    let api: Api<ConfigMap> = ns.api();
+    for i in 0..OBJECTS {
+        api.create(&PostParams::default(), &config_map(&format!("cm-{i}"), json!({"v": "1"}), json!({})))
+            .await
+            .unwrap();
+    }
+    let yaml = format!(
+        "informers:\n  cms: {{ version: v1, kind: ConfigMap, namespace: {} }}\n\
+         queues:\n  full:\n    primary: cms\n    max_keys: {MAX_KEYS}\n",
+        ns.name()
+    );
+    let sidecar = Sidecar::start(&client, &yaml).await;
+    let queue = sidecar.queue("full");
+    // Manual adds fill the queue before the list arrives.
+    for i in 0..MAX_KEYS {
+        queue
+            .add(Arc::from(format!("manual-{i}")), 0, workqueue_sidecar::queue::Reason::of(ReasonKind::Manual))
+            .unwrap();
+    }
+    assert!(queue.add(Arc::from("one-more"), 0, workqueue_sidecar::queue::Reason::of(ReasonKind::Manual)).is_err());
+    sidecar.synced().await;
+    let informer = sidecar.informers.get("cms").unwrap().clone();
+    let listed: Vec<String> = keys(&drain(queue)).into_iter().filter(|k| !k.starts_with("manual-")).collect();
+    assert_eq!(listed.len(), OBJECTS, "every listed object was queued past max_keys: {listed:?}");
+
+    // Every object changes: each change reaches the queue, and the counters agree.
+    for i in 0..OBJECTS {
+        let patch = Patch::Merge(json!({"data": {"v": "2"}}));
+        api.patch(&format!("cm-{i}"), &PatchParams::default(), &patch).await.unwrap();
+    }
+    wait_until("every update counted", Duration::from_secs(30), || {
+        informer.changes(ChangeKind::Updated) >= OBJECTS as u64
+    })
+    .await;
+    let updated = keys(&drain(queue));
+    assert_eq!(updated.len(), OBJECTS, "every update was queued: {updated:?}");
+    assert_eq!(
+        (informer.changes(ChangeKind::InitialList), informer.changes(ChangeKind::Updated), informer.keys_refused()),
+        (OBJECTS as u64, OBJECTS as u64, 0)
+    );
+    ns.delete().await;
 }

@@ -102,11 +102,13 @@ pub enum Role {
 
 impl Subscriber {
     /// Adds the keys `change` maps to; `source` is the informer's name.
-    pub fn deliver(&self, source: &Arc<str>, change: Change<'_>) {
+    /// Returns how many keys the queue refused (it is shutting down: the
+    /// queue's `max_keys` never refuses keys from a cache).
+    pub fn deliver(&self, source: &Arc<str>, change: Change<'_>) -> u64 {
         if let Change::Updated { old, new } = change
             && !passes(&self.predicates, &old.meta, &new.meta)
         {
-            return;
+            return 0;
         }
         let (kind, priority) = match (&self.role, change) {
             (Role::Primary, Change::InitialList { .. }) => (ReasonKind::InitialList, self.priorities.initial_list),
@@ -117,11 +119,14 @@ impl Subscriber {
             (Role::Trigger { .. }, _) => (ReasonKind::Trigger, self.priorities.triggers),
         };
         let reason = Reason::new(kind, source.clone());
+        let mut refused = 0;
         for key in self.keys(change) {
             if let Err(err) = self.queue.add(key.clone(), priority, reason.clone()) {
                 debug!(queue = %self.queue.name(), %key, %err, "informer event not queued");
+                refused += 1;
             }
         }
+        refused
     }
 
     /// The primary keys `change` maps to, each once.
@@ -145,14 +150,17 @@ impl Subscriber {
 
     /// Adds every key at the resync priority with reason Resync: bypasses
     /// predicates and, being a plain add, keeps a failing key's backoff count.
-    pub fn resync(&self, source: &Arc<str>, keys: &[Arc<str>]) {
+    /// Returns how many keys the queue refused (it is shutting down).
+    pub fn resync(&self, source: &Arc<str>, keys: &[Arc<str>]) -> u64 {
         let reason = Reason::new(ReasonKind::Resync, source.clone());
-        for key in keys {
+        for (done, key) in keys.iter().enumerate() {
             if let Err(err) = self.queue.add(key.clone(), self.priorities.resync, reason.clone()) {
+                // A refusal means the queue shuts down: the rest would be refused too.
                 debug!(queue = %self.queue.name(), %key, %err, "resync key not queued");
-                break;
+                return (keys.len() - done) as u64;
             }
         }
+        0
     }
 }
 

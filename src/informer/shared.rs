@@ -46,6 +46,8 @@ pub struct SharedInformer {
     lists_done: AtomicU64,
     /// Changes handed to the subscribers, by kind; counted once every queue has them.
     changes: ChangeCounts,
+    /// Keys a queue refused (it was shutting down), counted and warned about.
+    refused: AtomicU64,
     /// Since when the watch has failed without a success since (a list or
     /// watch event); `None` while it is current.
     failing_since: Mutex<Option<Instant>>,
@@ -69,6 +71,7 @@ impl SharedInformer {
             lists_done: AtomicU64::new(0),
             changes: ChangeCounts::default(),
             failing_since: Mutex::new(None),
+            refused: AtomicU64::new(0),
         }
     }
 
@@ -182,11 +185,36 @@ impl SharedInformer {
     /// Delivers a change to every subscriber; called with no store lock held,
     /// since a trigger's index lookup may read this very store.
     fn deliver(&self, change: Change<'_>) {
-        for subscriber in self.subscribers.read().iter() {
-            subscriber.deliver(&self.name, change);
-        }
-        // After the loop: a count of N means N changes are on the queues.
+        let refused: u64 =
+            self.subscribers.read().iter().map(|subscriber| subscriber.deliver(&self.name, change)).sum();
+        self.note_refused(refused);
+        // After the loop: a count of N means every queue's Add returned for N
+        // changes (refused keys are counted apart, in `refused`).
         self.changes.count(change.kind());
+    }
+
+    /// Counts keys the queues refused and warns, on the 1st, 2nd, 4th, 8th,
+    /// ... refusal, so a queue shutting down under a flood of events logs a
+    /// handful of lines, not one per event.
+    fn note_refused(&self, refused: u64) {
+        if refused == 0 {
+            return;
+        }
+        let before = self.refused.fetch_add(refused, Ordering::Relaxed);
+        let after = before.saturating_add(refused);
+        if before.checked_ilog2() != after.checked_ilog2() {
+            warn!(
+                informer = %self.name,
+                refused_total = after,
+                "keys from this informer were refused by a queue that is shutting down (counted in \
+                 workqueue_sidecar_informer_keys_refused_total)"
+            );
+        }
+    }
+
+    /// Keys the queues refused so far (they were shutting down).
+    pub fn keys_refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
     }
 
     /// Re-enqueues every object on the primary queues (reason Resync).
@@ -197,7 +225,7 @@ impl SharedInformer {
         let keys = self.store.read().keys();
         for subscriber in self.subscribers.read().iter() {
             if matches!(subscriber.role, super::keying::Role::Primary) {
-                subscriber.resync(&self.name, &keys);
+                self.note_refused(subscriber.resync(&self.name, &keys));
             }
         }
     }
@@ -310,6 +338,7 @@ impl SharedInformer {
 mod tests {
     use kube::api::GroupVersionKind;
 
+    use super::super::keying::Subscriber;
     use super::*;
 
     fn informer() -> SharedInformer {
@@ -322,6 +351,32 @@ mod tests {
         let mut object = DynamicObject::new(name, &resource).within("ns");
         object.metadata.resource_version = Some(resource_version.into());
         object
+    }
+
+    #[tokio::test]
+    async fn keys_a_shutting_down_queue_refuses_should_be_counted_apart_and_never_by_max_keys() {
+        use crate::queue::QueueSettings;
+        let informer = informer();
+        let settings = QueueSettings { max_keys: Some(1), ..QueueSettings::default() };
+        let queue = crate::queues::Queue::new("q", settings).unwrap();
+        informer.subscribe(Subscriber {
+            queue: queue.clone(),
+            role: super::super::keying::Role::Primary,
+            predicates: Vec::new(),
+            priorities: Default::default(),
+        });
+        informer.on_init();
+        for name in ["a", "b", "c"] {
+            informer.on_listed(config_map(name, "1"));
+        }
+        informer.on_list_done();
+        assert_eq!(queue.counts().ready, 3, "max_keys 1 refused no key of the list");
+        assert_eq!(informer.keys_refused(), 0);
+        queue.shut_down();
+        informer.on_applied(config_map("d", "2"));
+        informer.resync();
+        assert_eq!(informer.keys_refused(), 1 + 4, "the event's key, then the resync's four (d is cached)");
+        assert_eq!(counts(&informer), [3, 1, 0, 0], "changes still counted as handed over");
     }
 
     fn counts(informer: &SharedInformer) -> [u64; 4] {

@@ -66,6 +66,17 @@ impl Collector for InformerCollector {
             let labels = InformerLabel { informer: informer.name().to_string() };
             ConstCounter::new(informer.lists_done()).encode(lists.encode_family(&labels)?)?;
         }
+        let mut refused = encoder.encode_descriptor(
+            "workqueue_sidecar_informer_keys_refused",
+            "Keys an informer's changes mapped to that a queue refused because it was shutting down \
+             (a queue's max_keys never refuses keys from an informer)",
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for informer in &self.informers {
+            let labels = InformerLabel { informer: informer.name().to_string() };
+            ConstCounter::new(informer.keys_refused()).encode(refused.encode_family(&labels)?)?;
+        }
         let mut stale = encoder.encode_descriptor(
             "workqueue_sidecar_informer_stale_seconds",
             "How long the informer's list or watch has been failing with no success since (0 while current): \
@@ -112,6 +123,7 @@ mod tests {
             r#"workqueue_sidecar_informer_events_total{informer="cms",type="updated"} 2"#,
             r#"workqueue_sidecar_informer_events_total{informer="cms",type="deleted"} 0"#,
             r#"workqueue_sidecar_informer_lists_total{informer="cms"} 1"#,
+            r#"workqueue_sidecar_informer_keys_refused_total{informer="cms"} 0"#,
             r#"workqueue_sidecar_informer_stale_seconds{informer="cms"} 0.0"#,
         ] {
             assert!(text.lines().any(|line| line == sample), "{sample} missing from:\n{text}");
