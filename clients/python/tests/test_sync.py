@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 from conftest import Sidecar
 from workqueue_sidecar import KeyPhase, Request, Result, SyncClient, run_sync
@@ -103,3 +107,30 @@ def test_a_sync_reconcile_should_see_cancelled_and_keep_its_lease_until_it_retur
     stop.set()
     worker.join(10)
     assert not worker.is_alive()
+
+
+def test_sync_run_should_stop_gracefully_on_sigterm(sidecar: Sidecar) -> None:
+    """A pod's container gets SIGTERM: the worker finishes its running reconcile and exits 0."""
+    program = Path(__file__).parent / "programs" / "sync_worker.py"
+    worker = subprocess.Popen(
+        [sys.executable, str(program), "--sidecar", sidecar.target, "--hold", "1.0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        with SyncClient.connect(sidecar.target) as client:
+            client.add("default", "ns/a")
+            assert worker.stdout is not None
+            line = worker.stdout.readline()
+            assert line.strip() == "started ns/a", line
+            worker.send_signal(signal.SIGTERM)
+            out, _ = worker.communicate(timeout=20)
+            assert worker.returncode == 0, out
+            assert "finished ns/a" in out and "stopped" in out, out
+            state = client.key_state("default", "ns/a")
+            assert state.phase == KeyPhase.ABSENT, "the running reconcile finished with success"
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()

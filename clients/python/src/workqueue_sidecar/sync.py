@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import logging
+import signal
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import Any, Self, TypeVar
 
 from ._wire import Seconds
@@ -160,7 +162,9 @@ class SyncClient:
         """Like ``Client.run``, with a plain function run in a pool of ``concurrency``
         threads, until ``stop`` is set (from another thread or a signal handler).
         Ctrl-C (KeyboardInterrupt) in the calling thread stops it the same way;
-        a second Ctrl-C stops at once.
+        a second Ctrl-C stops at once. Called from the main thread, it also
+        stops gracefully on SIGTERM (what a pod receives), as on Ctrl-C; the
+        previous SIGTERM handler is back when it returns.
 
         A thread cannot be interrupted: when the sidecar asks to cancel, the lease
         is lost or the worker is stopping, ``request.cancelled()`` turns True; a
@@ -169,6 +173,28 @@ class SyncClient:
         extended, within the same bounds as ``Client.run``.
         """
         stop = stop or threading.Event()
+        with _stop_on_sigterm(stop):
+            self._run_until_stopped(
+                queue,
+                reconcile,
+                concurrency=concurrency,
+                include_object=include_object,
+                stop=stop,
+                lease_ttl=lease_ttl,
+                drain_timeout=drain_timeout,
+            )
+
+    def _run_until_stopped(
+        self,
+        queue: str,
+        reconcile: SyncReconcile,
+        *,
+        concurrency: int,
+        include_object: bool,
+        stop: threading.Event,
+        lease_ttl: Seconds | None,
+        drain_timeout: Seconds,
+    ) -> None:
         running = asyncio.run_coroutine_threadsafe(
             _run_in_threads(
                 self._client,
@@ -192,6 +218,25 @@ class SyncClient:
             except KeyboardInterrupt:
                 running.cancel()
                 raise
+
+
+@contextlib.contextmanager
+def _stop_on_sigterm(stop: threading.Event) -> Iterator[None]:
+    """Sets ``stop`` on SIGTERM while the block runs, when in the main thread
+    (only it may install signal handlers); restores the previous handler."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        logger.info("SIGTERM: stopping (finishing running reconciles, handing back the rest)")
+        stop.set()
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class SyncCache:

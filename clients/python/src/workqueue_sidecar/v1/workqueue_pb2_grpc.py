@@ -50,7 +50,12 @@ class WorkQueueServiceStub:
     grant, a deadline). Done, Extend and Finish must present the token; a stale
     token fails with FAILED_PRECONDITION and changes nothing. A lease ends only
     in Done or Finish, or with its key back in the queue (expired, its stream
-    broke, the queue shut down): a key is never lost.
+    broke, the queue shut down): while the sidecar runs, a key is never lost.
+
+    Durability: queues live in the sidecar's memory. When its process ends
+    (crash, OOM kill, new pod), keys from informers come back because the next
+    process lists every object again; keys added by hand, pending delays,
+    failure counts and leases do not.
 
     Errors (gRPC status codes): unknown queue NOT_FOUND; empty key or bad field
     INVALID_ARGUMENT; stale or unknown lease token FAILED_PRECONDITION; queue
@@ -155,7 +160,12 @@ class WorkQueueServiceServicer:
     grant, a deadline). Done, Extend and Finish must present the token; a stale
     token fails with FAILED_PRECONDITION and changes nothing. A lease ends only
     in Done or Finish, or with its key back in the queue (expired, its stream
-    broke, the queue shut down): a key is never lost.
+    broke, the queue shut down): while the sidecar runs, a key is never lost.
+
+    Durability: queues live in the sidecar's memory. When its process ends
+    (crash, OOM kill, new pod), keys from informers come back because the next
+    process lists every object again; keys added by hand, pending delays,
+    failure counts and leases do not.
 
     Errors (gRPC status codes): unknown queue NOT_FOUND; empty key or bad field
     INVALID_ARGUMENT; stale or unknown lease token FAILED_PRECONDITION; queue
@@ -419,7 +429,12 @@ class WorkQueueService:
     grant, a deadline). Done, Extend and Finish must present the token; a stale
     token fails with FAILED_PRECONDITION and changes nothing. A lease ends only
     in Done or Finish, or with its key back in the queue (expired, its stream
-    broke, the queue shut down): a key is never lost.
+    broke, the queue shut down): while the sidecar runs, a key is never lost.
+
+    Durability: queues live in the sidecar's memory. When its process ends
+    (crash, OOM kill, new pod), keys from informers come back because the next
+    process lists every object again; keys added by hand, pending delays,
+    failure counts and leases do not.
 
     Errors (gRPC status codes): unknown queue NOT_FOUND; empty key or bad field
     INVALID_ARGUMENT; stale or unknown lease token FAILED_PRECONDITION; queue
