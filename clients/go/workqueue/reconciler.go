@@ -12,8 +12,12 @@ import (
 // Reconciler makes the world match one key. It is called with the lease's
 // context, which is cancelled (see [context.Cause]) with [ErrCancelled] when
 // the sidecar asks the worker to stop, or [ErrLeaseLost] when the lease is
-// gone. A Reconciler must be safe to call from several goroutines at once,
-// never for the same key at the same time.
+// gone, its deadline included. The context's Deadline is the lease's
+// deadline (the sidecar's, moved by every extend): past it another worker
+// may hold the key, so a reconcile that commits a side effect late should
+// check it first. A lease already past its deadline when a reconcile slot
+// frees is not reconciled at all. A Reconciler must be safe to call from
+// several goroutines at once, never for the same key at the same time.
 type Reconciler interface {
 	Reconcile(ctx context.Context, req Request) (Result, error)
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/workqueue-sidecar/workqueue-sidecar/clients/go/workqueuev1"
 )
@@ -60,13 +61,54 @@ type held struct {
 	cancel   context.CancelCauseFunc
 	// lost: the lease ended without this worker; no Finish is sent.
 	lost atomic.Bool
-	// deadline is the lease's end by the local clock, in Unix nanoseconds.
+	// deadline is the lease's end by the local clock, in Unix nanoseconds:
+	// the sidecar's deadline, never later than arrival (or the extend's
+	// answer) plus the TTL it gave.
 	deadline atomic.Int64
+	// expiry cancels the reconcile (ErrLeaseLost) when the deadline passes
+	// unextended: a reconcile never runs on past its lease.
+	expiry *time.Timer
 }
 
 func (h *held) lose() {
 	h.lost.Store(true)
 	h.cancel(ErrLeaseLost)
+}
+
+// until is the lease's deadline.
+func (h *held) until() time.Time {
+	return time.Unix(0, h.deadline.Load())
+}
+
+// expired reports whether the lease's deadline has passed by the wall clock
+// (timers fire late after the process was stopped; the clock does not lie).
+func (h *held) expired(now time.Time) bool {
+	return !now.Before(h.until())
+}
+
+// setDeadline moves the lease's end to the earlier of the sidecar's deadline
+// (when given) and now + ttl, and the expiry timer with it.
+func (h *held) setDeadline(now time.Time, sidecar *timestamppb.Timestamp, ttl time.Duration) {
+	deadline := now.Add(ttl)
+	if sidecar != nil && sidecar.IsValid() && sidecar.AsTime().Before(deadline) {
+		deadline = sidecar.AsTime()
+	}
+	h.deadline.Store(deadline.UnixNano())
+	if h.expiry != nil {
+		h.expiry.Reset(time.Until(deadline))
+	}
+}
+
+// leaseContext is a reconcile's context: cancelled when the lease ends, and
+// its Deadline the lease's current deadline, moved by every extend, so a
+// reconcile can check before it commits that its lease still holds.
+type leaseContext struct {
+	context.Context
+	h *held
+}
+
+func (c leaseContext) Deadline() (time.Time, bool) {
+	return c.h.until(), true
 }
 
 func newSession(w *worker, stream grpc.BidiStreamingClient[workqueuev1.WorkRequest, workqueuev1.WorkResponse],
@@ -187,12 +229,19 @@ func (s *session) onLease(l *workqueuev1.Lease) {
 		return
 	}
 	ctx, cancel := context.WithCancelCause(s.base)
-	h := &held{key: l.GetKey(), token: l.GetToken(), failures: l.GetFailures(), ctx: ctx, cancel: cancel}
+	h := &held{key: l.GetKey(), token: l.GetToken(), failures: l.GetFailures(), cancel: cancel}
+	h.ctx = leaseContext{Context: ctx, h: h}
 	ttl := l.GetTtl().AsDuration()
 	if ttl <= 0 {
 		ttl = 3 * s.extendEvery // the stream's TTL, from Opened
 	}
-	h.deadline.Store(received.Add(ttl).UnixNano())
+	h.setDeadline(received, l.GetDeadline(), ttl)
+	h.expiry = time.AfterFunc(time.Until(h.until()), func() {
+		if !h.lost.Load() {
+			s.w.log.Warn("lease deadline passed unextended; cancelling its reconcile", "key", h.key)
+			h.lose()
+		}
+	})
 	s.leases[h.token] = h
 	s.running.Add(1)
 	s.mu.Unlock()
@@ -212,7 +261,7 @@ func (s *session) onExtended(e *workqueuev1.WorkResponse_Extended) {
 	}
 	switch codes.Code(e.GetCode()) {
 	case codes.OK:
-		h.deadline.Store(time.Now().Add(e.GetTtl().AsDuration()).UnixNano())
+		h.setDeadline(time.Now(), e.GetDeadline(), e.GetTtl().AsDuration())
 		if e.GetCancel() {
 			s.w.log.Info("sidecar asks to stop working on the key", "key", h.key)
 			h.cancel(ErrCancelled)
@@ -280,6 +329,14 @@ func (s *session) work(h *held, req Request) {
 		}
 	}
 
+	// A lease that expired while it waited for a slot (or while this
+	// process was stopped) is another worker's by now: never start it.
+	if h.expired(time.Now()) {
+		s.w.log.Warn("lease expired before its reconcile could start; not reconciled", "key", h.key)
+		h.lose()
+		s.w.release(s)
+		return
+	}
 	done := make(chan outcome, 1)
 	go func() {
 		res, err := s.w.call(h.ctx, req)
@@ -305,6 +362,7 @@ func (s *session) forget(h *held) {
 	s.mu.Lock()
 	delete(s.leases, h.token)
 	s.mu.Unlock()
+	h.expiry.Stop()
 	h.cancel(context.Canceled) // frees the context; a first cause stays
 }
 
@@ -322,6 +380,10 @@ func (s *session) extend(h *held) {
 
 func (s *session) finish(h *held, o outcome) {
 	log := s.w.log
+	if !h.lost.Load() && h.expired(time.Now()) {
+		// Returned after the deadline, before the expiry timer ran.
+		h.lose()
+	}
 	if h.lost.Load() {
 		log.Info("reconcile returned after its lease was lost; result discarded", "key", h.key, "err", o.err)
 		return

@@ -19,6 +19,10 @@ import (
 
 // TestMain builds (or finds) the sidecar once, before any test starts one.
 func TestMain(m *testing.M) {
+	// Re-executed as a worker process by the stalled-worker test.
+	if target := os.Getenv(stallTargetEnv); target != "" {
+		runStallWorker(target, os.Getenv(stallLogEnv))
+	}
 	if _, err := sidecartest.Binary(); err != nil {
 		fmt.Fprintln(os.Stderr, "workqueue tests:", err)
 		os.Exit(1)
