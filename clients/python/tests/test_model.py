@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+import asyncio
+from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
@@ -21,6 +22,7 @@ from workqueue_sidecar import (
 )
 from workqueue_sidecar._wire import from_duration, to_duration
 from workqueue_sidecar.errors import error_for, error_for_number
+from workqueue_sidecar.worker import _Held
 from workqueue_sidecar.v1 import workqueue_pb2 as pb
 
 
@@ -53,3 +55,17 @@ def test_status_codes_should_map_to_exceptions_by_service() -> None:
 def test_lease_should_decode_a_lease_without_optional_fields() -> None:
     lease = Lease.from_proto(pb.Lease(key="ns/a", token=7))
     assert (lease.key, lease.token, lease.deadline, lease.object, lease.reasons) == ("ns/a", 7, None, None, ())
+
+
+async def test_a_lease_should_end_at_the_sidecars_deadline_never_later_than_arrival_plus_ttl() -> None:
+    held = _Held(Request(queue="q", key="ns/a"))
+    assert held.request.lease_valid(), "no deadline known yet"
+    # Read late (the process was stopped): the sidecar's deadline already passed.
+    held.set_deadline(datetime.now(UTC) - timedelta(seconds=1), ttl=30.0)
+    assert held.expired() and not held.request.lease_valid()
+    # A fresh lease: the earlier of the sidecar's deadline and arrival + ttl.
+    held.set_deadline(datetime.now(UTC) + timedelta(seconds=30), ttl=0.5)
+    left = held.deadline - asyncio.get_running_loop().time()
+    assert 0 < left <= 0.5 and held.request.lease_valid()
+    held.set_deadline(None, ttl=2.0)
+    assert 1.5 < held.deadline - asyncio.get_running_loop().time() <= 2.0

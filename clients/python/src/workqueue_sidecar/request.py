@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -35,6 +36,7 @@ class Request:
     #: with ``include_object=True`` and the queue has one; None otherwise.
     object: CachedObject | None = None
     _cancelled: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+    _deadline: LeaseDeadline = field(default_factory=lambda: LeaseDeadline(), repr=False, compare=False)
 
     @property
     def namespace(self) -> str:
@@ -53,6 +55,14 @@ class Request:
         are cancelled outright; synchronous ones should poll this."""
         return self._cancelled.is_set()
 
+    def lease_valid(self) -> bool:
+        """True while the lease holds: not cancelled, and its deadline (the
+        sidecar's, moved by every extend) not passed by the clock. Past it
+        another worker may hold the key: check before committing a side effect
+        late in a long reconcile (a process stopped for a while resumes with
+        its deadline passed, before the worker has had a chance to cancel)."""
+        return not self.cancelled() and time.monotonic() < self._deadline.monotonic
+
     @classmethod
     def from_lease(cls, queue: str, lease: Lease) -> Request:
         return cls(
@@ -66,6 +76,14 @@ class Request:
             token=lease.token,
             object=lease.object,
         )
+
+
+@dataclass
+class LeaseDeadline:
+    """When a lease ends, by ``time.monotonic()`` (asyncio's loop clock too);
+    set by the worker when the lease arrives and on every extend."""
+
+    monotonic: float = float("inf")
 
 
 @dataclass(frozen=True)

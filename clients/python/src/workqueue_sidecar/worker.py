@@ -14,12 +14,13 @@ import inspect
 import logging
 import random
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
 
-from ._wire import Seconds, from_duration, seconds, to_duration
+from ._wire import Seconds, from_duration, from_timestamp, seconds, to_duration
 from .errors import from_rpc_error
 from .lease import Lease
 from .request import Request, Result
@@ -75,6 +76,18 @@ class _Held:
         self.request._cancelled.set()
         if self.task is not None:
             self.task.cancel()
+
+    def set_deadline(self, sidecar: datetime | None, ttl: float) -> None:
+        """The lease ends at the sidecar's deadline, never later than now + ttl."""
+        now = asyncio.get_running_loop().time()
+        left = ttl
+        if sidecar is not None:
+            left = min(left, (sidecar - datetime.now(UTC)).total_seconds())
+        self.deadline = now + left
+        self.request._deadline.monotonic = self.deadline
+
+    def expired(self) -> bool:
+        return asyncio.get_running_loop().time() >= self.deadline
 
 
 @dataclass
@@ -248,7 +261,7 @@ class _Stream:
             logger.debug("stopping: %r goes back to the queue at half-close", lease.key)
             return
         held = _Held(Request.from_lease(self.worker.queue, lease))
-        held.deadline = asyncio.get_running_loop().time() + lease.ttl.total_seconds()
+        held.set_deadline(lease.deadline, lease.ttl.total_seconds())
         self.held[lease.token] = held
         if self.extend_every is None and lease.ttl.total_seconds() > 0:
             self.extend_every = lease.ttl.total_seconds() * EXTEND_FRACTION
@@ -263,7 +276,8 @@ class _Stream:
         if extended.code:
             self._lose(held, f"extend refused (code {extended.code}): {extended.message}")
             return
-        held.deadline = asyncio.get_running_loop().time() + from_duration(extended.ttl).total_seconds()
+        sidecar_deadline = from_timestamp(extended.deadline, extended.HasField("deadline"))
+        held.set_deadline(sidecar_deadline, from_duration(extended.ttl).total_seconds())
         if extended.cancel:
             self._cancel(held, "the sidecar asked to stop (queue shutting down or leadership lost)")
 
@@ -281,6 +295,12 @@ class _Stream:
 
     async def _process(self, held: _Held) -> None:
         request = held.request
+        if held.expired():
+            # It expired before it could start (read late: this process was
+            # stopped, say): another worker may hold the key by now.
+            self._lose(held, "the lease expired before its reconcile could start")
+            self.held.pop(request.token, None)
+            return
         task = held.task = asyncio.create_task(self._reconcile(request))
         try:
             loop = asyncio.get_running_loop()
@@ -317,6 +337,9 @@ class _Stream:
     def _outcome(self, held: _Held, task: asyncio.Task[Result | None]) -> pb.WorkRequest.Finish | None:
         """The Finish for a reconcile that ended, or None when the lease is not ours to finish."""
         key = held.request.key
+        if held.lost is None and not task.cancelled() and held.expired():
+            # Returned after the deadline, before the worker could cancel it.
+            self._lose(held, "the reconcile returned after the lease deadline; result discarded")
         if held.lost is not None:
             return None
         if held.abandoned:
