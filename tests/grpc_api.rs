@@ -37,6 +37,8 @@ async fn start() -> TestServer {
             ("default".to_string(), settings()),
             ("tiny".to_string(), QueueSettings { max_keys: Some(1), ..settings() }),
             ("short".to_string(), QueueSettings { lease_ttl: Duration::from_millis(300), ..settings() }),
+            // client-go's default limiter (with the 10 qps bucket), short leases.
+            ("hung".to_string(), QueueSettings { lease_ttl: Duration::from_millis(300), ..QueueSettings::default() }),
         ])
         .unwrap(),
     );
@@ -415,16 +417,24 @@ async fn broken_stream_should_return_its_leases_at_once() {
 }
 
 #[tokio::test]
-async fn expired_stream_lease_should_give_its_credit_back() {
+async fn an_expired_stream_lease_should_give_its_credit_back_only_with_the_workers_finish() {
     let mut s = start().await;
     s.client.add(add("short", &["a", "b"], None)).await.unwrap();
     let mut worker = open_stream(&mut s.client, "short", 1).await;
     let first = worker.next_lease().await;
-    // No finish: the 300 ms lease expires; the worker is told to stop, and
-    // the credit is free again.
+    // No finish: the 300 ms lease expires and the worker is told to stop...
     match worker.next().await {
         work_response::Kind::Cancel(cancel) => assert_eq!((cancel.token, cancel.revoked), (first.token, true)),
         other => panic!("expected Cancel for the expired lease, got {other:?}"),
+    }
+    // ...but its credit stays taken: a worker that does not answer gets nothing more.
+    let quiet = tokio::time::timeout(Duration::from_millis(700), worker.responses.next()).await;
+    assert!(quiet.is_err(), "nothing pushed before the worker answered the Cancel: {quiet:?}");
+    // Its Finish (refused: the lease is gone) gives the credit back.
+    worker.finish(&first).await;
+    match worker.next().await {
+        work_response::Kind::FinishAck(ack) => assert_eq!(ack.code, Code::FailedPrecondition as i32),
+        other => panic!("expected the FinishAck, got {other:?}"),
     }
     let second = worker.next_lease().await;
     assert_ne!(first.token, second.token);
@@ -625,4 +635,43 @@ async fn a_message_that_does_not_decode_should_answer_invalid_argument_and_chang
     }
     let len = s.client.clone().len(pb::LenRequest { queue: "default".into() }).await.unwrap().into_inner();
     assert_eq!((len.ready, len.waiting, len.held), (0, 0, 0), "nothing was added");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_stream_should_get_no_more_than_its_window_and_delay_no_other_key() {
+    const KEYS: usize = 2048;
+    const WINDOW: u32 = 1024;
+    let mut s = start().await;
+    let keys: Vec<String> = (0..KEYS).map(|i| format!("h{i}")).collect();
+    let request = pb::AddRequest { queue: "hung".into(), keys: keys.clone(), priority: None, reason: String::new() };
+    s.client.add(request).await.unwrap();
+    // A worker that opens a stream with the largest window and then never reads it.
+    let hung = open_stream(&mut s.client, "hung", WINDOW).await;
+    // A healthy worker takes whatever is ready, until every key was done once.
+    let mut finished = std::collections::HashSet::new();
+    let started = tokio::time::Instant::now();
+    while finished.len() < KEYS {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the healthy worker got {} of {KEYS} keys in 30 s: the hung worker's expiries delayed them",
+            finished.len()
+        );
+        let request = get("hung", 500, 900);
+        for lease in s.client.get(request).await.unwrap().into_inner().leases {
+            if s.client.done(done("hung", &lease)).await.is_ok() {
+                finished.insert(lease.key);
+            }
+        }
+    }
+    let took = started.elapsed();
+    // What the hung stream was sent: its window, and nothing after its leases expired.
+    let mut hung = hung;
+    let mut pushed = 0;
+    while let Ok(Some(Ok(message))) = tokio::time::timeout(Duration::from_millis(500), hung.responses.next()).await {
+        if matches!(message.kind, Some(work_response::Kind::Lease(_))) {
+            pushed += 1;
+        }
+    }
+    eprintln!("healthy worker done with {KEYS} keys in {took:?}; the hung stream was sent {pushed} leases");
+    assert!(pushed <= WINDOW as usize, "the hung stream was sent {pushed} leases, more than its window of {WINDOW}");
 }

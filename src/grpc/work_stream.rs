@@ -2,9 +2,12 @@
 //!
 //! A session task per stream reads the worker's messages (credits, finishes,
 //! extends) and, while the window has room, waits for keys on the queue and
-//! pushes them as leases. Every lease the stream holds goes back to the queue
-//! the moment the session ends, whatever ended it (half-close, broken
-//! connection, error, shutdown): a guard releases the holder on drop.
+//! pushes them as leases. Each lease takes a credit until the worker's Finish
+//! for it arrives, even one that expired or was revoked meanwhile, so a worker
+//! that stopped reading gets no more than its window. Every lease the stream
+//! holds goes back to the queue the moment the session ends, whatever ended it
+//! (half-close, broken connection, error, shutdown): a guard releases the
+//! holder on drop.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -78,14 +81,26 @@ struct Session {
     holder: Holder,
     window: u32,
     ttl: Option<Duration>,
-    /// Leases this stream holds, by token: key and deadline as last known.
-    held: HashMap<LeaseToken, (Arc<str>, Instant)>,
+    /// Leases this stream was sent and has not finished, by token: each
+    /// takes one credit of the window until the worker's Finish for it
+    /// arrives, even after it ended on the sidecar's side (expired or
+    /// revoked: `ended`), so a worker that stopped reading gets no more.
+    held: HashMap<LeaseToken, StreamLease>,
     /// The queue's primary informer when the worker asked for objects on its leases.
     objects: Option<Arc<SharedInformer>>,
     tx: mpsc::Sender<Result<pb::WorkResponse, Status>>,
 }
 
 type Outbound = mpsc::Sender<Result<pb::WorkResponse, Status>>;
+
+/// A lease as its stream knows it.
+struct StreamLease {
+    key: Arc<str>,
+    deadline: Instant,
+    /// It ended without a Finish (expired, revoked) and the worker was sent a
+    /// Cancel; its credit comes back with the worker's Finish.
+    ended: bool,
+}
 
 async fn run(
     queues: Arc<QueueRegistry>,
@@ -142,7 +157,7 @@ impl Session {
         loop {
             if shutting_down {
                 self.prune_ended().await?;
-                if self.held.is_empty() {
+                if self.held.values().all(|lease| lease.ended) {
                     return Err(Status::unavailable("the queue is shutting down"));
                 }
             }
@@ -160,7 +175,8 @@ impl Session {
                 leases = queue.get_many(&holder, free, ttl), if free > 0 && !shutting_down => match leases {
                     Ok(leases) => {
                         for lease in leases {
-                            self.held.insert(lease.token, (lease.key.clone(), lease.deadline));
+                            let held = StreamLease { key: lease.key.clone(), deadline: lease.deadline, ended: false };
+                            self.held.insert(lease.token, held);
                             let object = self.objects.as_ref().and_then(|i| lease_object(i, &lease.key));
                             let lease = pb::Lease { object, ..convert::lease(lease) };
                             send(&self.tx, work_response::Kind::Lease(lease)).await?;
@@ -176,7 +192,7 @@ impl Session {
                         self.cancel_all("the queue is shutting down").await?;
                     }
                 },
-                _ = prune.tick(), if !self.held.is_empty() => self.prune_ended().await?,
+                _ = prune.tick(), if self.held.values().any(|lease| !lease.ended) => self.prune_ended().await?,
                 _ = tx.closed() => return Ok(()),
             }
         }
@@ -227,7 +243,8 @@ impl Session {
         let token = LeaseToken(finish.token);
         let result = self.queue.finish(finish.key.as_str(), token, outcome);
         if matches!(result, Ok(()) | Err(QueueError::StaleToken { .. })) {
-            // Either way the lease is no longer this stream's: its credit comes back.
+            // Either way the lease is no longer this stream's: its credit
+            // comes back (for an ended lease, only now: the worker heard).
             self.held.remove(&token);
         }
         result.map_err(ApiError::from)
@@ -239,25 +256,28 @@ impl Session {
         let ttl = validate::duration("extend.ttl", extend.ttl)?;
         let token = LeaseToken(extend.token);
         let renewal = self.queue.extend(extend.key.as_str(), token, ttl).map_err(ApiError::from)?;
-        if let Some((_, deadline)) = self.held.get_mut(&token) {
-            *deadline = renewal.deadline;
+        if let Some(held) = self.held.get_mut(&token) {
+            held.deadline = renewal.deadline;
         }
         Ok(renewal)
     }
 
-    /// Forgets leases that ended without a Finish on this stream (expired,
-    /// or revoked: handed back at a drain's end or when leadership was lost),
-    /// so their credits come back, and tells the worker to stop on each.
+    /// Finds leases that ended without a Finish on this stream (expired, or
+    /// revoked: handed back at a drain's end or when leadership was lost) and
+    /// tells the worker to stop on each; their credits come back only with
+    /// the worker's Finish, so a worker that stopped reading gets no more.
     async fn prune_ended(&mut self) -> Result<(), Status> {
         let queue = &self.queue;
         let ended: Vec<(LeaseToken, Arc<str>)> = self
             .held
             .iter()
-            .filter(|(token, (key, _))| !queue.is_current(key.as_ref(), **token))
-            .map(|(token, (key, _))| (*token, key.clone()))
+            .filter(|(token, lease)| !lease.ended && !queue.is_current(lease.key.as_ref(), **token))
+            .map(|(token, lease)| (*token, lease.key.clone()))
             .collect();
         for (token, key) in ended {
-            self.held.remove(&token);
+            if let Some(lease) = self.held.get_mut(&token) {
+                lease.ended = true;
+            }
             let cancel = work_response::Cancel {
                 key: key.to_string(),
                 token: token.0,
@@ -270,9 +290,9 @@ impl Session {
     }
 
     async fn cancel_all(&self, why: &str) -> Result<(), Status> {
-        for (token, (key, _)) in &self.held {
+        for (token, lease) in self.held.iter().filter(|(_, lease)| !lease.ended) {
             let cancel = work_response::Cancel {
-                key: key.to_string(),
+                key: lease.key.to_string(),
                 token: token.0,
                 revoked: false,
                 message: why.to_string(),

@@ -50,6 +50,9 @@ type session struct {
 	stopCh chan struct{}
 	// running counts the goroutines of this session's leases.
 	running sync.WaitGroup
+	// lostFinishes holds the tokens of lost leases whose Finish was sent: the
+	// sidecar's refusal of them is expected, not worth a warning.
+	lostFinishes sync.Map
 }
 
 // held is one lease the session holds.
@@ -275,6 +278,9 @@ func (s *session) onExtended(e *workqueuev1.WorkResponse_Extended) {
 }
 
 func (s *session) onFinishAck(a *workqueuev1.WorkResponse_FinishAck) {
+	if _, lost := s.lostFinishes.LoadAndDelete(a.GetToken()); lost {
+		return // the refusal expected for a lost lease: its credit is back
+	}
 	if a.GetCode() == int32(codes.OK) {
 		return
 	}
@@ -321,7 +327,8 @@ func (s *session) work(h *held, req Request) {
 			return // never started; goes back when the stream closes
 		case <-cancelled:
 			if h.lost.Load() {
-				return // lost before it started
+				s.finishLost(h) // lost before it started
+				return
 			}
 			// Asked to stop but still ours: run it when a slot frees (with
 			// its context already cancelled), so its lease is finished.
@@ -335,6 +342,7 @@ func (s *session) work(h *held, req Request) {
 		s.w.log.Warn("lease expired before its reconcile could start; not reconciled", "key", h.key)
 		h.lose()
 		s.w.release(s)
+		s.finishLost(h)
 		return
 	}
 	done := make(chan outcome, 1)
@@ -386,6 +394,7 @@ func (s *session) finish(h *held, o outcome) {
 	}
 	if h.lost.Load() {
 		log.Info("reconcile returned after its lease was lost; result discarded", "key", h.key, "err", o.err)
+		s.finishLost(h)
 		return
 	}
 	if o.err != nil {
@@ -404,6 +413,21 @@ func (s *session) finish(h *held, o outcome) {
 	}
 	if err := s.send(&workqueuev1.WorkRequest{Kind: &workqueuev1.WorkRequest_Finish_{Finish: finish}}); err != nil {
 		log.Warn("finish not sent; the key goes back to the queue", "key", h.key, "err", err)
+	}
+}
+
+// finishLost answers a lease that ended without this worker with a Finish
+// all the same: the sidecar refuses it (FAILED_PRECONDITION, nothing changes)
+// and gives the lease's credit back. Every lease gets exactly one Finish, so
+// the sidecar can tell a worker that stopped reading from one that heard.
+func (s *session) finishLost(h *held) {
+	s.lostFinishes.Store(h.token, struct{}{})
+	finish := &workqueuev1.WorkRequest_Finish{Key: h.key, Token: h.token, Outcome: &workqueuev1.WorkRequest_Finish_Retry{
+		Retry: &workqueuev1.Retry{Error: "lease lost before the worker finished"},
+	}}
+	if err := s.send(&workqueuev1.WorkRequest{Kind: &workqueuev1.WorkRequest_Finish_{Finish: finish}}); err != nil {
+		s.lostFinishes.Delete(h.token)
+		s.w.log.Debug("finish of a lost lease not sent", "key", h.key, "err", err)
 	}
 }
 

@@ -3021,11 +3021,11 @@ type WorkResponse_Cancel struct {
 	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	// The lease's fencing token.
 	Token uint64 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
-	// True when the lease has already ended (e.g. this sidecar lost
-	// leadership): its credit is back, and a later Finish is answered with
-	// FAILED_PRECONDITION. False when the lease stays valid until its
-	// deadline, so the worker should Finish it soon (e.g. the queue was shut
-	// down without drain).
+	// True when the lease has already ended (it expired, or this sidecar
+	// lost leadership): the worker must stop, and its Finish for the lease,
+	// answered with FAILED_PRECONDITION, gives the credit back. False when
+	// the lease stays valid until its deadline, so the worker should Finish
+	// it soon (e.g. the queue was shut down without drain).
 	Revoked bool `protobuf:"varint,3,opt,name=revoked,proto3" json:"revoked,omitempty"`
 	// Why, for logs (e.g. "leadership lost", "queue shutting down").
 	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`

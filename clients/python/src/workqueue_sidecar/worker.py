@@ -152,6 +152,9 @@ class _Stream:
     processes: set[asyncio.Task[None]] = field(default_factory=set)
     #: How often held leases are extended; set from Opened.lease_ttl.
     extend_every: float | None = None
+    #: Tokens of lost leases whose Finish was sent: the sidecar's refusal of
+    #: them is expected, not worth a warning.
+    lost_finishes: set[int] = field(default_factory=set)
     stopping: bool = False
     half_closed: bool = False
     call: Any = None
@@ -225,7 +228,9 @@ class _Stream:
             self._on_lease(Lease.from_proto(message.lease))
         elif kind == "finish_ack":
             ack = message.finish_ack
-            if ack.code:
+            if ack.token in self.lost_finishes:
+                self.lost_finishes.discard(ack.token)  # the refusal expected for a lost lease
+            elif ack.code:
                 logger.warning("finish of %r refused by the sidecar (code %d): %s", ack.key, ack.code, ack.message)
         elif kind == "extended":
             self._on_extended(message.extended)
@@ -300,6 +305,7 @@ class _Stream:
             # stopped, say): another worker may hold the key by now.
             self._lose(held, "the lease expired before its reconcile could start")
             self.held.pop(request.token, None)
+            self.send(pb.WorkRequest(finish=self._lost_finish(held)))
             return
         task = held.task = asyncio.create_task(self._reconcile(request))
         try:
@@ -335,13 +341,14 @@ class _Stream:
         return await self.worker.reconcile(request)
 
     def _outcome(self, held: _Held, task: asyncio.Task[Result | None]) -> pb.WorkRequest.Finish | None:
-        """The Finish for a reconcile that ended, or None when the lease is not ours to finish."""
+        """The Finish for a reconcile that ended (a lost lease gets one too, refused by the sidecar,
+        which gives its credit back), or None when the worker gave up on it while stopping."""
         key = held.request.key
         if held.lost is None and not task.cancelled() and held.expired():
             # Returned after the deadline, before the worker could cancel it.
             self._lose(held, "the reconcile returned after the lease deadline; result discarded")
         if held.lost is not None:
-            return None
+            return self._lost_finish(held)
         if held.abandoned:
             logger.warning("stopping: %r was not finished in time and goes back to the queue", key)
             return None
@@ -364,6 +371,16 @@ class _Stream:
         else:
             logger.debug("reconciled %r", key)
             finish.success.SetInParent()
+        return finish
+
+    def _lost_finish(self, held: _Held) -> pb.WorkRequest.Finish:
+        """The Finish of a lease that ended without this worker: the sidecar
+        refuses it (FAILED_PRECONDITION, nothing changes) and gives the lease's
+        credit back. Every lease gets exactly one Finish, so the sidecar can
+        tell a worker that stopped reading from one that heard."""
+        self.lost_finishes.add(held.request.token)
+        finish = pb.WorkRequest.Finish(key=held.request.key, token=held.request.token)
+        finish.retry.error = f"lease lost: {held.lost}"
         return finish
 
     async def _stop_when_asked(self) -> None:

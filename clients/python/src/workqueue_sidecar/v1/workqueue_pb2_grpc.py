@@ -300,11 +300,14 @@ class WorkQueueServiceServicer:
 
         Credits are a window: how many leases the worker can hold at once. Open
         sets the initial window and Credit raises it (up to the server's
-        max_credits). Each lease sent takes one credit, and the credit comes back
-        by itself when the lease ends: when its Finish is acknowledged, when it
-        expires, or when the sidecar revokes it (Cancel with revoked = true). A
-        worker never returns credits by hand; it sends Credit only to hold more
-        leases at once.
+        max_credits). Each lease sent takes one credit until the worker's Finish
+        for it arrives: every Lease is answered by exactly one Finish. A lease
+        that expires or that the sidecar revokes is answered by a Cancel
+        (revoked = true); the worker still sends its Finish (answered
+        FAILED_PRECONDITION, changing nothing), and that Finish gives the credit
+        back. So a worker that stopped reading (hung, stopped) is sent no more
+        than its window. A worker never returns credits otherwise; it sends
+        Credit only to hold more leases at once.
 
         Finish and Extend travel on the same stream and are answered by FinishAck
         and Extended. Their errors (a stale token, say) come back in those
