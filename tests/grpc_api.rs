@@ -16,6 +16,10 @@ use workqueue_sidecar::queue::{QueueSettings, RateLimiterSpec};
 use workqueue_sidecar::queues::QueueRegistry;
 use workqueue_sidecar::server::{Listeners, serve};
 
+#[path = "support/raw_codec.rs"]
+mod raw_codec;
+use raw_codec::RawCodec;
+
 type Client = WorkQueueServiceClient<Channel>;
 
 struct TestServer {
@@ -562,49 +566,6 @@ async fn refused_calls_should_answer_invalid_argument_and_change_nothing() {
     assert_eq!(status.code(), Code::ResourceExhausted);
     for key in ["one", "two"] {
         assert_eq!(s.client.key_state(key_state("tiny", key)).await.unwrap().into_inner().state, absent, "{key}");
-    }
-}
-
-/// Raw bytes as a request body, whatever they decode to (or fail to).
-#[derive(Clone, Default)]
-struct RawCodec;
-
-struct RawEncoder;
-struct RawDecoder;
-
-impl tonic::codec::Codec for RawCodec {
-    type Encode = Vec<u8>;
-    type Decode = Vec<u8>;
-    type Encoder = RawEncoder;
-    type Decoder = RawDecoder;
-
-    fn encoder(&mut self) -> RawEncoder {
-        RawEncoder
-    }
-
-    fn decoder(&mut self) -> RawDecoder {
-        RawDecoder
-    }
-}
-
-impl tonic::codec::Encoder for RawEncoder {
-    type Item = Vec<u8>;
-    type Error = tonic::Status;
-
-    fn encode(&mut self, item: Vec<u8>, buf: &mut tonic::codec::EncodeBuf<'_>) -> Result<(), tonic::Status> {
-        use prost::bytes::BufMut;
-        buf.put_slice(&item);
-        Ok(())
-    }
-}
-
-impl tonic::codec::Decoder for RawDecoder {
-    type Item = Vec<u8>;
-    type Error = tonic::Status;
-
-    fn decode(&mut self, buf: &mut tonic::codec::DecodeBuf<'_>) -> Result<Option<Vec<u8>>, tonic::Status> {
-        use prost::bytes::Buf;
-        Ok(Some(buf.copy_to_bytes(buf.remaining()).to_vec()))
     }
 }
 

@@ -14,6 +14,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use proptest::prelude::*;
+use raw_codec::RawCodec;
 use tokio::runtime::Runtime;
 use tokio::sync::watch;
 use tokio_stream::StreamExt;
@@ -24,6 +25,9 @@ use workqueue_sidecar::grpc::pb::{self, finish_request, work_request, work_respo
 use workqueue_sidecar::queue::{QueueSettings, RateLimiterSpec};
 use workqueue_sidecar::queues::QueueRegistry;
 use workqueue_sidecar::server::{Listeners, serve};
+
+#[path = "support/raw_codec.rs"]
+mod raw_codec;
 
 /// The queues: plain, nearly full, and with leases that expire while a sequence runs.
 const QUEUES: [&str; 3] = ["plain", "tiny", "short"];
@@ -385,49 +389,6 @@ async fn check(client: &mut WorkQueueServiceClient<Channel>, model: &Model) {
             .into_inner()
             .state;
         assert_ne!(state, pb::KeyState::Absent as i32, "key {key:?} on {} was lost", QUEUES[*queue]);
-    }
-}
-
-/// Raw bytes as a request body, whatever they decode to (or fail to).
-#[derive(Clone, Default)]
-struct RawCodec;
-
-struct RawEncoder;
-struct RawDecoder;
-
-impl tonic::codec::Codec for RawCodec {
-    type Encode = Vec<u8>;
-    type Decode = Vec<u8>;
-    type Encoder = RawEncoder;
-    type Decoder = RawDecoder;
-
-    fn encoder(&mut self) -> RawEncoder {
-        RawEncoder
-    }
-
-    fn decoder(&mut self) -> RawDecoder {
-        RawDecoder
-    }
-}
-
-impl tonic::codec::Encoder for RawEncoder {
-    type Item = Vec<u8>;
-    type Error = tonic::Status;
-
-    fn encode(&mut self, item: Vec<u8>, buf: &mut tonic::codec::EncodeBuf<'_>) -> Result<(), tonic::Status> {
-        use prost::bytes::BufMut;
-        buf.put_slice(&item);
-        Ok(())
-    }
-}
-
-impl tonic::codec::Decoder for RawDecoder {
-    type Item = Vec<u8>;
-    type Error = tonic::Status;
-
-    fn decode(&mut self, buf: &mut tonic::codec::DecodeBuf<'_>) -> Result<Option<Vec<u8>>, tonic::Status> {
-        use prost::bytes::Buf;
-        Ok(Some(buf.copy_to_bytes(buf.remaining()).to_vec()))
     }
 }
 
