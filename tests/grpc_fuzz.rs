@@ -1,6 +1,6 @@
 //! A property test over the gRPC surface, in process: random sequences of calls with arbitrary field
 //! values (keys of any text and length, extreme and malformed durations, made-up tokens, random
-//! raw bytes as the message) on every unary RPC and on the `Work` stream. After every call:
+//! raw bytes as the message) on every unary RPC, the `Work` stream and the `CacheService` reads. After every call:
 //! - the answer's code is one the proto documents for that call (never INTERNAL, UNKNOWN or a
 //!   cancelled handler);
 //! - the server is alive (gRPC health answers SERVING);
@@ -20,6 +20,7 @@ use tokio::sync::watch;
 use tokio_stream::StreamExt;
 use tonic::Code;
 use tonic::transport::Channel;
+use workqueue_sidecar::grpc::pb::cache_service_client::CacheServiceClient;
 use workqueue_sidecar::grpc::pb::work_queue_service_client::WorkQueueServiceClient;
 use workqueue_sidecar::grpc::pb::{self, finish_request, work_request, work_response};
 use workqueue_sidecar::queue::{QueueSettings, RateLimiterSpec};
@@ -98,17 +99,72 @@ fn key() -> impl Strategy<Value = String> {
 
 #[derive(Debug, Clone)]
 enum Call {
-    Add { queue: usize, keys: Vec<String>, priority: Option<i32> },
-    AddAfter { queue: usize, keys: Vec<String>, delay: Option<prost_types::Duration> },
-    AddRateLimited { queue: usize, keys: Vec<String> },
-    Get { queue: usize, max_keys: u32, ttl: Option<prost_types::Duration> },
-    Done { queue: usize, key: String, real_token: bool },
-    Finish { queue: usize, key: String, real_token: bool, outcome: Option<Outcome> },
-    Extend { queue: usize, key: String, real_token: bool, ttl: Option<prost_types::Duration> },
-    Forget { queue: usize, key: String },
-    DrainWithBadTimeout { queue: usize, timeout: prost_types::Duration },
-    Raw { method: &'static str, body: Vec<u8> },
-    Stream { queue: usize, credits: u32, outcomes: Vec<Option<Outcome>> },
+    Add {
+        queue: usize,
+        keys: Vec<String>,
+        priority: Option<i32>,
+    },
+    AddAfter {
+        queue: usize,
+        keys: Vec<String>,
+        delay: Option<prost_types::Duration>,
+    },
+    AddRateLimited {
+        queue: usize,
+        keys: Vec<String>,
+    },
+    Get {
+        queue: usize,
+        max_keys: u32,
+        ttl: Option<prost_types::Duration>,
+    },
+    Done {
+        queue: usize,
+        key: String,
+        real_token: bool,
+    },
+    Finish {
+        queue: usize,
+        key: String,
+        real_token: bool,
+        outcome: Option<Outcome>,
+    },
+    Extend {
+        queue: usize,
+        key: String,
+        real_token: bool,
+        ttl: Option<prost_types::Duration>,
+    },
+    Forget {
+        queue: usize,
+        key: String,
+    },
+    DrainWithBadTimeout {
+        queue: usize,
+        timeout: prost_types::Duration,
+    },
+    Raw {
+        method: &'static str,
+        body: Vec<u8>,
+    },
+    Stream {
+        queue: usize,
+        credits: u32,
+        outcomes: Vec<Option<Outcome>>,
+    },
+    /// CacheService: the standalone sidecar has no informers, so every read is refused, with a documented code.
+    CacheGet {
+        informer: String,
+        name: String,
+        min_version: String,
+        wait: Option<prost_types::Duration>,
+    },
+    CacheList {
+        informer: String,
+        selector: String,
+        page_token: String,
+        page_size: u32,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -140,7 +196,18 @@ fn bad_timeout() -> impl Strategy<Value = prost_types::Duration> {
 fn call() -> impl Strategy<Value = Call> {
     let queue = 0..QUEUES.len();
     let keys = || prop::collection::vec(key(), 0..5);
-    let methods = prop::sample::select(vec!["Add", "AddAfter", "Get", "Done", "Finish", "Extend", "KeyState", "Len"]);
+    let methods = prop::sample::select(vec![
+        "WorkQueueService/Add",
+        "WorkQueueService/AddAfter",
+        "WorkQueueService/Get",
+        "WorkQueueService/Done",
+        "WorkQueueService/Finish",
+        "WorkQueueService/Extend",
+        "WorkQueueService/KeyState",
+        "WorkQueueService/Len",
+        "CacheService/GetObject",
+        "CacheService/ListObjects",
+    ]);
     prop_oneof![
         4 => (queue.clone(), keys(), prop::option::of(any::<i32>())).prop_map(|(queue, keys, priority)| Call::Add { queue, keys, priority }),
         2 => (queue.clone(), keys(), duration()).prop_map(|(queue, keys, delay)| Call::AddAfter { queue, keys, delay }),
@@ -153,6 +220,10 @@ fn call() -> impl Strategy<Value = Call> {
         1 => (queue.clone(), bad_timeout()).prop_map(|(queue, timeout)| Call::DrainWithBadTimeout { queue, timeout }),
         2 => (methods, prop::collection::vec(any::<u8>(), 0..40)).prop_map(|(method, body)| Call::Raw { method, body }),
         1 => (queue, 0..4u32, prop::collection::vec(outcome(), 0..4)).prop_map(|(queue, credits, outcomes)| Call::Stream { queue, credits, outcomes }),
+        1 => (key(), key(), prop_oneof![Just(String::new()), "[0-9]{1,20}", any::<String>()], duration())
+            .prop_map(|(informer, name, min_version, wait)| Call::CacheGet { informer, name, min_version, wait }),
+        1 => (key(), prop_oneof![Just(String::new()), Just("a in (b".to_string()), any::<String>()], any::<String>(), any::<u32>())
+            .prop_map(|(informer, selector, page_token, page_size)| Call::CacheList { informer, selector, page_token, page_size }),
     ]
 }
 
@@ -185,6 +256,7 @@ fn documented<T: std::fmt::Debug>(what: &str, result: &Result<T, tonic::Status>)
 
 async fn run(calls: Vec<Call>, case: u64) {
     let mut client = WorkQueueServiceClient::new(server().channel.clone());
+    let mut cache = CacheServiceClient::new(server().channel.clone());
     // Fresh key names per case: a prefix only this case uses.
     let name =
         |key: &str| if key.starts_with('k') && key.len() == 2 { format!("c{case}-{key}") } else { key.to_string() };
@@ -305,6 +377,29 @@ async fn run(calls: Vec<Call>, case: u64) {
             Call::Stream { queue, credits, outcomes } => {
                 stream(&mut client, queue, credits, outcomes, &mut model).await
             }
+            Call::CacheGet { informer, name, min_version, wait } => {
+                let request = pb::GetObjectRequest {
+                    informer,
+                    namespace: String::new(),
+                    name,
+                    min_resource_version: min_version,
+                    wait,
+                    include_deleted: false,
+                };
+                let result = cache.get_object(request).await;
+                documented("GetObject", &result);
+            }
+            Call::CacheList { informer, selector, page_token, page_size } => {
+                let request = pb::ListObjectsRequest {
+                    informer,
+                    label_selector: selector,
+                    page_token,
+                    page_size,
+                    ..Default::default()
+                };
+                let result = cache.list_objects(request).await;
+                documented("ListObjects", &result);
+            }
         }
         check(&mut client, &model).await;
     }
@@ -395,7 +490,7 @@ async fn check(client: &mut WorkQueueServiceClient<Channel>, model: &Model) {
 async fn raw_call(method: &str, body: Vec<u8>) -> Result<Vec<u8>, tonic::Status> {
     let mut grpc = tonic::client::Grpc::new(server().channel.clone());
     grpc.ready().await.unwrap();
-    let path = format!("/workqueue.v1.WorkQueueService/{method}").parse().unwrap();
+    let path = format!("/workqueue.v1.{method}").parse().unwrap();
     grpc.unary(tonic::Request::new(body), path, RawCodec).await.map(tonic::Response::into_inner)
 }
 
