@@ -29,9 +29,26 @@ pub struct Cli {
     #[arg(long, env = "WQS_ADMIN", value_name = "ADDR", default_value = "127.0.0.1:8081", value_parser = parse_tcp)]
     pub admin: TcpAddress,
 
-    /// Allow a --tcp or --admin address that is not loopback.
+    /// Allow a --tcp or --admin address that is not loopback. A --tcp
+    /// address beyond loopback also needs TLS (--tls-cert, --tls-key) or --insecure.
     #[arg(long, env = "WQS_ALLOW_REMOTE")]
     pub allow_remote: bool,
+
+    /// Serve plaintext gRPC on a --tcp address beyond loopback (with --allow-remote).
+    #[arg(long, env = "WQS_INSECURE")]
+    pub insecure: bool,
+
+    /// PEM certificate chain: the --tcp listener serves TLS (needs --tls-key).
+    #[arg(long, env = "WQS_TLS_CERT", value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "WQS_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// PEM CA certificates: TLS clients must present a certificate they sign (mTLS).
+    #[arg(long, env = "WQS_TLS_CLIENT_CA", value_name = "FILE", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
 
     /// On SIGTERM or SIGINT, how long held leases may run before their keys are handed back.
     #[arg(long, env = "WQS_GRACE_PERIOD", value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]

@@ -12,7 +12,8 @@
 //!   their events to keys on the queues.
 //! - [`grpc`]: the wire face: `WorkQueueService` (unary calls and the `Work`
 //!   stream), `CacheService`, health and reflection; thin handlers.
-//! - [`server`]: listening on TCP and unix sockets, serving until shut down.
+//! - [`server`], [`tls`]: listening on TCP (plaintext or TLS, optionally mTLS) and unix sockets,
+//!   serving until shut down.
 //! - [`metrics`]: Prometheus metrics with client-go's workqueue names, plus
 //!   leases and gRPC requests.
 //! - [`leader`]: leader election through a Lease; only the leader hands out keys.
@@ -33,3 +34,4 @@ pub mod grpc;
 pub mod leader;
 pub mod metrics;
 pub mod server;
+pub mod tls;

@@ -19,6 +19,7 @@ use workqueue_sidecar::informer::{InformerRegistry, WatchProgress};
 use workqueue_sidecar::leader::{ElectionSettings, Elector, Leadership, NOT_LEADER};
 use workqueue_sidecar::metrics::{self, Metrics};
 use workqueue_sidecar::queues::QueueRegistry;
+use workqueue_sidecar::tls::TlsFiles;
 use workqueue_sidecar::{grpc, server};
 
 /// How long open connections get to close after the queues drained.
@@ -103,7 +104,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         let condition = format!("informer {} synced", informer.name());
         tokio::spawn(readiness.follow(condition, informer.synced_watch()));
     }
-    let listeners = server::Listeners::bind(cli.tcp.0, cli.unix.as_deref(), cli.allow_remote).await?;
+    // TLS files are read before anything binds: a bad one exits with status 2.
+    let tls = match (&cli.tls_cert, &cli.tls_key) {
+        (Some(cert), Some(key)) => {
+            let files = TlsFiles { cert: cert.clone(), key: key.clone(), client_ca: cli.tls_client_ca.clone() };
+            Some(files.acceptor()?)
+        }
+        _ => None,
+    };
+    let exposure = server::Exposure { allow_remote: cli.allow_remote, insecure: cli.insecure };
+    let listeners = server::Listeners::bind_with(cli.tcp.0, cli.unix.as_deref(), exposure, tls).await?;
     let admin_listener = match cli.admin.0 {
         Some(address) => Some(server::bind_admin(address, cli.allow_remote).await?),
         None => None,
