@@ -19,7 +19,7 @@ use workqueue_sidecar::informer::{InformerRegistry, WatchProgress};
 use workqueue_sidecar::leader::{ElectionSettings, Elector, Leadership, NOT_LEADER};
 use workqueue_sidecar::metrics::{self, Metrics};
 use workqueue_sidecar::queues::QueueRegistry;
-use workqueue_sidecar::tls::TlsFiles;
+use workqueue_sidecar::tls::{ServingTls, TlsFiles};
 use workqueue_sidecar::{grpc, server};
 
 /// How long open connections get to close after the queues drained.
@@ -105,10 +105,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         tokio::spawn(readiness.follow(condition, informer.synced_watch()));
     }
     // TLS files are read before anything binds: a bad one exits with status 2.
+    // Later changes to them are loaded for new connections.
     let tls = match (&cli.tls_cert, &cli.tls_key) {
         (Some(cert), Some(key)) => {
             let files = TlsFiles { cert: cert.clone(), key: key.clone(), client_ca: cli.tls_client_ca.clone() };
-            Some(files.acceptor()?)
+            Some(ServingTls::watch(files, metrics.tls_reloads.clone())?)
         }
         _ => None,
     };

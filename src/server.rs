@@ -7,21 +7,20 @@ use std::time::Duration;
 
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, watch};
-use tokio_rustls::TlsAcceptor;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream, UnixListenerStream};
 use tonic::service::Routes;
 use tonic::transport::Server;
 use tracing::{debug, info};
 
-use crate::tls::TlsConnection;
+use crate::tls::{ServingTls, TlsConnection};
 
 /// Where the sidecar listens, bound before anything is served.
 pub struct Listeners {
     pub tcp: Option<TcpListener>,
     pub unix: Option<(UnixListener, PathBuf)>,
     /// Serves the TCP listener over TLS when set.
-    pub tls: Option<TlsAcceptor>,
+    pub tls: Option<ServingTls>,
 }
 
 /// What a TCP address beyond loopback needs: `--allow-remote`, and TLS or
@@ -74,7 +73,7 @@ impl Listeners {
         tcp: Option<SocketAddr>,
         unix: Option<&Path>,
         exposure: Exposure,
-        tls: Option<TlsAcceptor>,
+        tls: Option<ServingTls>,
     ) -> Result<Self, ListenError> {
         if tcp.is_none() && unix.is_none() {
             return Err(ListenError::Nothing);
@@ -123,9 +122,9 @@ pub async fn serve(
         let address = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
         let (routes, stop) = (routes.clone(), stopped(stop.clone()));
         match listeners.tls {
-            Some(acceptor) => {
+            Some(tls) => {
                 info!(transport = "tcp", %address, tls = true, "listening");
-                let incoming = handshaken(listener, acceptor);
+                let incoming = handshaken(listener, tls);
                 servers.spawn(async move {
                     Server::builder().add_routes(routes).serve_with_incoming_shutdown(incoming, stop).await
                 });
@@ -167,7 +166,7 @@ pub async fn serve(
 /// The TLS connections of `listener`: each accepted socket is handshaken in
 /// a task of its own (a slow client holds up no one), and failures are
 /// logged and dropped.
-fn handshaken(listener: TcpListener, acceptor: TlsAcceptor) -> ReceiverStream<std::io::Result<TlsConnection>> {
+fn handshaken(listener: TcpListener, tls: ServingTls) -> ReceiverStream<std::io::Result<TlsConnection>> {
     let (tx, rx) = mpsc::channel(HANDSHAKEN_BACKLOG);
     tokio::spawn(async move {
         loop {
@@ -179,7 +178,8 @@ fn handshaken(listener: TcpListener, acceptor: TlsAcceptor) -> ReceiverStream<st
                 }
             };
             let _ = socket.set_nodelay(true);
-            let (acceptor, handshaken) = (acceptor.clone(), tx.clone());
+            // Each handshake uses the certificate loaded last.
+            let (acceptor, handshaken) = (tls.acceptor(), tx.clone());
             tokio::spawn(async move {
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(socket)).await {
                     Ok(Ok(stream)) => {

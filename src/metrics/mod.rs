@@ -11,7 +11,10 @@ mod queue_metrics;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
@@ -21,6 +24,13 @@ pub use queue_metrics::QueueMetrics;
 
 use crate::informer::SharedInformer;
 use crate::queues::QueueRegistry;
+use crate::tls::ReloadCounters;
+
+/// The `result` label of a count of attempts.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: &'static str,
+}
 
 /// Every metric of the process, and the registry they are encoded from.
 pub struct Metrics {
@@ -30,6 +40,8 @@ pub struct Metrics {
     /// 1 while this replica hands out keys: the leader, or the only replica
     /// when leader election is off.
     pub leader: Gauge,
+    /// Reloads of the TLS files, by result.
+    pub tls_reloads: ReloadCounters,
 }
 
 impl Metrics {
@@ -43,7 +55,15 @@ impl Metrics {
             "1 while this replica hands out keys (the leader, or leader election is off)",
             leader.clone(),
         );
-        Arc::new(Metrics { registry: Mutex::new(registry), queues, grpc, leader })
+        let by_result = Family::<ResultLabel, Counter>::default();
+        let counter = |result| by_result.get_or_create(&ResultLabel { result }).clone();
+        let tls_reloads = ReloadCounters { loaded: counter("loaded"), refused: counter("refused") };
+        registry.register(
+            "workqueue_sidecar_tls_reloads",
+            "Changed TLS files: loaded, or refused (unreadable or unusable; the previous certificate stays)",
+            by_result.clone(),
+        );
+        Arc::new(Metrics { registry: Mutex::new(registry), queues, grpc, leader, tls_reloads })
     }
 
     /// Adds the informers' counters (events by type, lists) to what is
