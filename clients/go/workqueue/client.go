@@ -2,6 +2,7 @@ package workqueue
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"os"
@@ -10,8 +11,12 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/workqueue-sidecar/workqueue-sidecar/clients/go/workqueuev1"
 )
@@ -36,6 +41,7 @@ type DialOption func(*dialConfig)
 type dialConfig struct {
 	logger   *slog.Logger
 	worker   string
+	creds    credentials.TransportCredentials
 	grpcOpts []grpc.DialOption
 }
 
@@ -51,19 +57,44 @@ func WithWorkerName(name string) DialOption {
 	return func(c *dialConfig) { c.worker = name }
 }
 
-// WithGRPCOptions adds gRPC dial options, after the client's own (insecure
-// credentials, 16 MiB messages, a reconnect backoff of at most 5 s).
+// WithTLS connects over TLS with config, for a sidecar started with
+// --tls-cert and --tls-key. Trust the sidecar's CA with config.RootCAs (nil
+// means the system's roots); for a sidecar started with --tls-client-ca
+// (mTLS), give the client's certificate in config.Certificates, or in
+// config.GetClientCertificate to pick up a rotated one:
+//
+//	ca, err := os.ReadFile("/etc/wq-tls/ca.crt")
+//	...
+//	roots := x509.NewCertPool()
+//	roots.AppendCertsFromPEM(ca)
+//	cert, err := tls.LoadX509KeyPair("/etc/wq-tls/tls.crt", "/etc/wq-tls/tls.key")
+//	...
+//	client, err := workqueue.Dial(ctx, "wq.example:50051", workqueue.WithTLS(&tls.Config{
+//		RootCAs:      roots,
+//		Certificates: []tls.Certificate{cert},
+//	}))
+//
+// The server name checked is the target's host unless config.ServerName
+// says otherwise. Without WithTLS the connection is plaintext.
+func WithTLS(config *tls.Config) DialOption {
+	return func(c *dialConfig) { c.creds = credentials.NewTLS(config) }
+}
+
+// WithGRPCOptions adds gRPC dial options, after the client's own (transport
+// credentials, 16 MiB messages, a reconnect backoff of at most 5 s), so
+// theirs win where both set the same thing.
 func WithGRPCOptions(opts ...grpc.DialOption) DialOption {
 	return func(c *dialConfig) { c.grpcOpts = append(c.grpcOpts, opts...) }
 }
 
 // Dial connects to a sidecar and waits until the connection is ready or ctx
 // is done. target is a unix socket ("unix:///var/run/wq/sock", or just an
-// absolute path) or a loopback TCP address ("127.0.0.1:50051"). The
-// connection is plaintext: the sidecar listens on loopback or a socket shared
-// inside the pod. It reconnects by itself if the sidecar restarts.
+// absolute path) or a TCP address ("127.0.0.1:50051"). The connection is
+// plaintext, as the sidecar serves loopback and a socket shared inside the
+// pod, unless [WithTLS] is given. It reconnects by itself if the sidecar
+// restarts.
 func Dial(ctx context.Context, target string, opts ...DialOption) (*Client, error) {
-	cfg := dialConfig{logger: slog.Default(), worker: defaultWorkerName()}
+	cfg := dialConfig{logger: slog.Default(), worker: defaultWorkerName(), creds: insecure.NewCredentials()}
 	for _, opt := range opts {
 		opt(&cfg)
 	}
@@ -71,7 +102,7 @@ func Dial(ctx context.Context, target string, opts ...DialOption) (*Client, erro
 		target = "unix://" + target
 	}
 	grpcOpts := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(cfg.creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes)),
 		// The sidecar is local: a restart takes seconds, so do not back off
 		// to grpc's default two minutes between connection attempts.
@@ -105,9 +136,26 @@ func waitReady(ctx context.Context, conn *grpc.ClientConn) error {
 			return nil
 		}
 		if !conn.WaitForStateChange(ctx, state) {
-			return context.Cause(ctx)
+			return whyNotReady(conn, context.Cause(ctx))
 		}
 	}
+}
+
+// whyNotReady adds the last connection error to cause: a connection that
+// keeps failing (a refused port, a certificate that does not verify) says
+// why, rather than only that ctx ended. grpc keeps that error for the calls
+// it fails fast, so one quick call fetches it.
+func whyNotReady(conn *grpc.ClientConn, cause error) error {
+	if conn.GetState() != connectivity.TransientFailure {
+		return cause
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	if status.Code(err) != codes.Unavailable {
+		return cause
+	}
+	return fmt.Errorf("%w: %s", cause, status.Convert(err).Message())
 }
 
 func defaultWorkerName() string {
