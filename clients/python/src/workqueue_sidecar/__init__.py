@@ -7,6 +7,7 @@
 - ``SyncClient`` and ``run_sync``: the same for scripts, blocking.
 - ``Request`` and ``Result``: what a reconcile function takes and returns.
 - ``client.cache``: reads from the sidecar's informer caches.
+- ``tls_credentials``: TLS (and mTLS) for a sidecar serving TLS.
 - ``errors``: ``WorkqueueError`` and one subclass per gRPC status.
 - ``workqueue_sidecar.v1``: the generated protobuf and gRPC stubs.
 """
@@ -30,6 +31,7 @@ from .lease import Extension, Lease
 from .reason import Reason, ReasonKind
 from .request import Request, Result
 from .sync import SyncCache, SyncClient, run_sync
+from .tls import tls_credentials
 from .worker import Reconcile
 
 __all__ = [
@@ -60,4 +62,5 @@ __all__ = [
     "UnknownQueueError",
     "WorkqueueError",
     "run_sync",
+    "tls_credentials",
 ]

@@ -52,8 +52,19 @@ class Client:
         self.cache = Cache(channel)
 
     @classmethod
-    def connect(cls, target: str, *, worker_name: str | None = None) -> Client:
-        """A client for the sidecar at ``target``; the connection is made on first use."""
+    def connect(
+        cls,
+        target: str,
+        *,
+        worker_name: str | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> Client:
+        """A client for the sidecar at ``target``; the connection is made on first use.
+
+        The connection is plaintext, as the sidecar serves loopback and a socket
+        shared inside the pod, unless ``credentials`` are given: TLS, e.g. from
+        ``tls_credentials(ca_file=...)`` (with ``cert_file``/``key_file`` for mTLS).
+        """
         options: list[tuple[str, str | int]] = [
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -62,6 +73,8 @@ class Client:
             # gRPC sends the socket's path as the :authority, which the sidecar's
             # HTTP/2 server refuses as malformed (RST_STREAM, PROTOCOL_ERROR).
             options.append(("grpc.default_authority", "localhost"))
+        if credentials is not None:
+            return cls(grpc.aio.secure_channel(target, credentials, options=options), worker_name=worker_name)
         return cls(grpc.aio.insecure_channel(target, options=options), worker_name=worker_name)
 
     async def __aenter__(self) -> Self:

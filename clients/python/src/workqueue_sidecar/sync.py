@@ -13,6 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from types import FrameType, TracebackType
 from typing import Any, Self, TypeVar
 
+import grpc
+
 from ._wire import Seconds
 from .cache import Cache
 from .cached_object import CachedObject
@@ -43,18 +45,30 @@ class SyncClient:
     thread may call, including the reconcile functions that ``run`` calls.
     """
 
-    def __init__(self, target: str, *, worker_name: str | None = None) -> None:
+    def __init__(
+        self,
+        target: str,
+        *,
+        worker_name: str | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="workqueue-sidecar", daemon=True)
         self._thread.start()
-        self._client = self._call(_connect(target, worker_name))
+        self._client = self._call(_connect(target, worker_name, credentials))
         #: Reads from the sidecar's informer caches.
         self.cache = SyncCache(self._client.cache, self._call)
 
     @classmethod
-    def connect(cls, target: str, *, worker_name: str | None = None) -> SyncClient:
-        """A client for the sidecar at ``host:port`` or ``unix:///path``."""
-        return cls(target, worker_name=worker_name)
+    def connect(
+        cls,
+        target: str,
+        *,
+        worker_name: str | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> SyncClient:
+        """A client for the sidecar at ``host:port`` or ``unix:///path``; TLS with ``credentials``."""
+        return cls(target, worker_name=worker_name, credentials=credentials)
 
     def __enter__(self) -> Self:
         return self
@@ -312,9 +326,11 @@ def run_sync(
     worker_name: str | None = None,
     lease_ttl: Seconds | None = None,
     drain_timeout: Seconds = 30.0,
+    credentials: grpc.ChannelCredentials | None = None,
 ) -> None:
-    """Connects to ``target`` and runs ``reconcile`` for ``queue`` until ``stop`` is set."""
-    with SyncClient.connect(target, worker_name=worker_name) as client:
+    """Connects to ``target`` (TLS with ``credentials``) and runs ``reconcile`` for
+    ``queue`` until ``stop`` is set."""
+    with SyncClient.connect(target, worker_name=worker_name, credentials=credentials) as client:
         client.run(
             queue,
             reconcile,
@@ -326,9 +342,9 @@ def run_sync(
         )
 
 
-async def _connect(target: str, worker_name: str | None) -> Client:
+async def _connect(target: str, worker_name: str | None, credentials: grpc.ChannelCredentials | None) -> Client:
     # The channel must be made inside the loop that will use it.
-    return Client.connect(target, worker_name=worker_name)
+    return Client.connect(target, worker_name=worker_name, credentials=credentials)
 
 
 async def _run_in_threads(
