@@ -70,7 +70,22 @@ func run(ctx context.Context, log *slog.Logger, sidecar, queue, users, namespace
 
 	r := &Reconciler{Cache: client, Kube: kube, Dynamic: dyn, Users: users, Namespaces: namespaces, Log: log}
 	log.Info("users controller running", "sidecar", sidecar, "queue", queue, "concurrency", concurrency)
-	return client.Queue(queue).Run(ctx, concurrency, r)
+	return client.Queue(queue).Run(ctx, concurrency, spans{r, log})
+}
+
+// spans logs each reconcile's key and its start and end (Unix nanoseconds),
+// so that the logs show which keys were worked on when: the pod tests read
+// them to tell that no key was reconciled twice at once.
+type spans struct {
+	workqueue.Reconciler
+	log *slog.Logger
+}
+
+func (s spans) Reconcile(ctx context.Context, req workqueue.Request) (workqueue.Result, error) {
+	start := time.Now()
+	result, err := s.Reconciler.Reconcile(ctx, req)
+	s.log.Info("reconciled", "key", req.Key, "start_ns", start.UnixNano(), "end_ns", time.Now().UnixNano(), "ok", err == nil)
+	return result, err
 }
 
 func kubeConfig() (*rest.Config, error) {
