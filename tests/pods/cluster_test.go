@@ -147,6 +147,24 @@ func pods(t *testing.T) []corev1.Pod {
 	return live
 }
 
+// liveLeader waits until the election's Lease is held by one of the
+// deployment's live pods (after a rollout, the holder may still be a pod
+// that is gone), and names it.
+func liveLeader(t *testing.T) string {
+	t.Helper()
+	var holder string
+	eventually(t, leaseDuration+10*time.Second, "a live pod holds the Lease", func() (bool, error) {
+		holder = leader(t)
+		for _, pod := range pods(t) {
+			if pod.Name == holder && podReady(&pod) {
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("the Lease is held by %q", holder)
+	})
+	return holder
+}
+
 // leader is the holder of the election's Lease.
 func leader(t *testing.T) string {
 	t.Helper()

@@ -24,10 +24,7 @@ func TestLeaderPodDeletedFollowerTakesOver(t *testing.T) {
 	want, stop := newExpected(), make(chan struct{})
 	changing := churn(t, "failover", churnInterval, want, stop)
 
-	old := leader(t)
-	if old == "" {
-		t.Fatal("no leader holds the Lease")
-	}
+	old := liveLeader(t)
 	time.Sleep(2 * time.Second) // changes reach the leader first
 	deleted := time.Now()
 	if err := kube.CoreV1().Pods(namespace).Delete(context.Background(), old, metav1.DeleteOptions{}); err != nil {
@@ -73,7 +70,7 @@ func TestRolloutRestartLosesNothing(t *testing.T) {
 func TestSidecarKilledReconcilerReconnects(t *testing.T) {
 	deploy(t)
 	seen := followSpans(t)
-	pod := leader(t)
+	pod := liveLeader(t)
 	before := podNamed(t, pod)
 	reconcilerRestarts := containerStatus(before, "reconciler").RestartCount
 	sidecarRestarts := initStatus(before, "workqueue-sidecar").RestartCount
