@@ -26,7 +26,7 @@ fn reason() -> Reason {
     Reason::of(ReasonKind::Updated)
 }
 
-/// Keys as the sidecar keeps them (`Arc<str>`, see `queues::Queue`).
+/// Keys as the sidecar keeps them (`Arc<str>`, see `queue_registry::Queue`).
 fn keys(n: usize) -> Vec<Arc<str>> {
     (0..n).map(|i| Arc::from(format!("default/object-{i}"))).collect()
 }

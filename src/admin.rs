@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use tracing::info;
 
 use crate::metrics::Metrics;
-use crate::queues::QueueRegistry;
+use crate::queue_registry::QueueRegistry;
 
 /// Named conditions that must all hold for the sidecar to be ready (each
 /// informer's cache synced, say), and whether it is shutting down.

@@ -6,7 +6,7 @@
 //!   client-go's contract (dedup, one holder per key, dirty re-adds, delays,
 //!   rate limits) and adding priorities with aging, leases with fencing tokens,
 //!   reasons and introspection. It knows nothing about gRPC or Kubernetes.
-//! - [`queues`]: the sidecar's named queues, looked up by name.
+//! - [`queue_registry`]: the sidecar's named queues, looked up by name, and leadership applied to them.
 //! - [`informer`]: shared Kubernetes informers (one watch per resource), the
 //!   compact object cache with indexes and tombstones, and the mapping of
 //!   their events to keys on the queues.
@@ -18,16 +18,19 @@
 //!   leases and gRPC requests.
 //! - [`leader`]: leader election through a Lease; only the leader hands out keys.
 //! - [`admin`]: the admin HTTP port: `/metrics`, `/healthz`, `/readyz`.
+//! - [`app`]: the sidecar as one unit: built from its options, then run until
+//!   a shutdown signal, owning every task it starts and stopping them in order.
 //! - [`cli`]: the command-line flags of the binary.
 //! - [`config`]: the YAML config file: informers, queues and their settings, with errors
 //!   that name file, field and position.
 
 pub mod queue;
-pub mod queues;
+pub mod queue_registry;
 
 pub mod informer;
 
 pub mod admin;
+pub mod app;
 pub mod cli;
 pub mod config;
 pub mod grpc;

@@ -13,7 +13,7 @@ use workqueue_sidecar::grpc::pb::work_queue_service_client::WorkQueueServiceClie
 use workqueue_sidecar::grpc::pb::{self, finish_request, work_request, work_response};
 use workqueue_sidecar::grpc::{self, MAX_BATCH_KEYS, MAX_KEY_BYTES};
 use workqueue_sidecar::queue::{QueueSettings, RateLimiterSpec};
-use workqueue_sidecar::queues::QueueRegistry;
+use workqueue_sidecar::queue_registry::QueueRegistry;
 use workqueue_sidecar::server::{Listeners, serve};
 
 #[path = "support/raw_codec.rs"]

@@ -24,7 +24,7 @@ use workqueue_sidecar::grpc::pb::cache_service_client::CacheServiceClient;
 use workqueue_sidecar::grpc::pb::work_queue_service_client::WorkQueueServiceClient;
 use workqueue_sidecar::grpc::pb::{self, finish_request, work_request, work_response};
 use workqueue_sidecar::queue::{QueueSettings, RateLimiterSpec};
-use workqueue_sidecar::queues::QueueRegistry;
+use workqueue_sidecar::queue_registry::QueueRegistry;
 use workqueue_sidecar::server::{Listeners, serve};
 
 #[path = "support/raw_codec.rs"]

@@ -6,10 +6,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tonic::{Request, Response, Status};
 
+use super::convert::cached_object;
 use super::pb::{self, cache_service_server::CacheService};
 use super::status::ApiError;
 use super::validate;
-use crate::informer::{CachedObject, InformerError, InformerRegistry, LabelSelector, ListQuery, SharedInformer};
+use crate::informer::{CacheReadError, InformerRegistry, LabelSelector, ListQuery, SharedInformer};
 
 /// Longest wait a read may ask for (initial list plus min_resource_version).
 pub const MAX_CACHE_WAIT: Duration = Duration::from_secs(60);
@@ -44,7 +45,7 @@ impl CacheApi {
         let informer = self.informers.informer(name)?;
         let min_version = match min_resource_version {
             "" => None,
-            text => Some(text.parse::<u64>().map_err(|_| InformerError::BadResourceVersion(text.to_owned()))?),
+            text => Some(text.parse::<u64>().map_err(|_| CacheReadError::BadResourceVersion(text.to_owned()))?),
         };
         let wait = validate::duration("wait", wait)?.unwrap_or_default().min(MAX_CACHE_WAIT);
         let deadline = Instant::now() + wait;
@@ -53,26 +54,6 @@ impl CacheApi {
             informer.wait_version(min, deadline.saturating_duration_since(Instant::now())).await?;
         }
         Ok(informer)
-    }
-}
-
-/// The wire form of a cached object.
-pub fn cached_object(object: &CachedObject, deleted: bool) -> pb::CachedObject {
-    pb::CachedObject {
-        json: object.json.to_vec(),
-        resource_version: object.meta.resource_version.to_string(),
-        deleted,
-        namespace: object.meta.namespace.to_string(),
-        name: object.meta.name.to_string(),
-    }
-}
-
-/// The object of `key` for a lease: the cached state, or the last known state
-/// of a deleted object (with `deleted`); `None` when neither is known.
-pub fn lease_object(informer: &SharedInformer, key: &str) -> Option<pb::CachedObject> {
-    match informer.get(key) {
-        Some(object) => Some(cached_object(&object, false)),
-        None => informer.get_deleted(key).map(|object| cached_object(&object, true)),
     }
 }
 
@@ -117,7 +98,7 @@ impl CacheService for CacheApi {
         let informer = self.ready_informer(&req.informer, req.wait, &req.min_resource_version).await?;
         let selector = match req.label_selector.as_str() {
             "" => None,
-            text => Some(LabelSelector::parse(text).map_err(|e| ApiError::from(InformerError::BadSelector(e)))?),
+            text => Some(LabelSelector::parse(text).map_err(|e| ApiError::from(CacheReadError::BadSelector(e)))?),
         };
         let after = match req.page_token.as_str() {
             "" => None,
@@ -125,7 +106,7 @@ impl CacheService for CacheApi {
                 token
                     .strip_prefix(PAGE_TOKEN_PREFIX)
                     .filter(|key| !key.is_empty())
-                    .ok_or_else(|| ApiError::from(InformerError::BadPageToken(token.to_owned())))?,
+                    .ok_or_else(|| ApiError::from(CacheReadError::BadPageToken(token.to_owned())))?,
             ),
         };
         let limit = match req.page_size {

@@ -8,6 +8,7 @@ use tokio::time::Instant;
 use super::pb;
 use super::status::ApiError;
 use super::validate;
+use crate::informer::{CachedObject, SharedInformer};
 use crate::queue::{FinishOutcome, KeyPhase, KeyStatus, Lease, QueueCounts, Reason, ReasonKind, ReasonSet};
 
 /// The wall-clock time of a monotonic instant, for clients on other clocks.
@@ -60,7 +61,7 @@ pub fn reasons(set: &ReasonSet) -> Vec<pb::Reason> {
 
 pub fn lease(lease: Lease<Arc<str>>) -> pb::Lease {
     pb::Lease {
-        token: lease.token.0,
+        token: lease.token.get(),
         deadline: Some(timestamp(lease.deadline)),
         ttl: Some(remaining(lease.deadline)),
         priority: lease.priority,
@@ -159,5 +160,25 @@ pub fn finish_outcome(outcome: Option<WireOutcome>) -> Result<FinishOutcome, Api
             Ok(FinishOutcome::RequeueAfter(delay))
         }
         None => Err(ApiError::invalid("outcome", "is required: success, retry or requeue_after")),
+    }
+}
+
+/// The wire form of a cached object.
+pub fn cached_object(object: &CachedObject, deleted: bool) -> pb::CachedObject {
+    pb::CachedObject {
+        json: object.json.to_vec(),
+        resource_version: object.meta.resource_version.to_string(),
+        deleted,
+        namespace: object.meta.namespace.to_string(),
+        name: object.meta.name.to_string(),
+    }
+}
+
+/// The object of `key` for a lease: the cached state, or the last known state
+/// of a deleted object (with `deleted`); `None` when neither is known.
+pub fn lease_object(informer: &SharedInformer, key: &str) -> Option<pb::CachedObject> {
+    match informer.get(key) {
+        Some(object) => Some(cached_object(&object, false)),
+        None => informer.get_deleted(key).map(|object| cached_object(&object, true)),
     }
 }

@@ -24,7 +24,7 @@ pub use work_stream::MAX_CREDITS;
 pub use workqueue_service::WorkQueueApi;
 
 use crate::informer::InformerRegistry;
-use crate::queues::QueueRegistry;
+use crate::queue_registry::QueueRegistry;
 use pb::cache_service_server::CacheServiceServer;
 use pb::work_queue_service_server::WorkQueueServiceServer;
 

@@ -2,7 +2,7 @@
 
 use tonic::{Code, Status};
 
-use crate::informer::InformerError;
+use crate::informer::CacheReadError;
 use crate::queue::QueueError;
 
 /// Why a request was refused before or by the queue.
@@ -18,7 +18,7 @@ pub enum ApiError {
     Queue(#[from] QueueError),
     /// A cache read the informers could not serve.
     #[error(transparent)]
-    Cache(#[from] InformerError),
+    Cache(#[from] CacheReadError),
 }
 
 impl ApiError {
@@ -43,14 +43,12 @@ pub fn code_of(err: &ApiError) -> Code {
         ApiError::Queue(QueueError::ShuttingDown) => Code::Unavailable,
         ApiError::Queue(QueueError::Full { .. }) => Code::ResourceExhausted,
         ApiError::Cache(err) => match err {
-            InformerError::UnknownInformer(_) | InformerError::UnknownIndex { .. } => Code::NotFound,
-            InformerError::BadSelector(_) | InformerError::BadResourceVersion(_) | InformerError::BadPageToken(_) => {
-                Code::InvalidArgument
-            }
-            InformerError::NotSynced { .. } => Code::Unavailable,
-            InformerError::VersionNotReached { .. } => Code::DeadlineExceeded,
-            // Startup errors; a read never meets them.
-            InformerError::Discovery { .. } | InformerError::NamespaceOnClusterScoped { .. } => Code::Internal,
+            CacheReadError::UnknownInformer(_) | CacheReadError::UnknownIndex { .. } => Code::NotFound,
+            CacheReadError::BadSelector(_)
+            | CacheReadError::BadResourceVersion(_)
+            | CacheReadError::BadPageToken(_) => Code::InvalidArgument,
+            CacheReadError::NotSynced { .. } => Code::Unavailable,
+            CacheReadError::VersionNotReached { .. } => Code::DeadlineExceeded,
         },
     }
 }
@@ -66,20 +64,20 @@ mod tests {
             (ApiError::UnknownQueue("x".into()), Code::NotFound),
             (ApiError::invalid("key", "empty"), Code::InvalidArgument),
             (ApiError::OverLimit { what: "keys", count: 2, limit: 1 }, Code::ResourceExhausted),
-            (QueueError::StaleToken { token: LeaseToken(1) }.into(), Code::FailedPrecondition),
+            (QueueError::StaleToken { token: LeaseToken::new(1).unwrap() }.into(), Code::FailedPrecondition),
             (QueueError::ShuttingDown.into(), Code::Unavailable),
             (QueueError::Full { limit: 1 }.into(), Code::ResourceExhausted),
-            (InformerError::UnknownInformer("x".into()).into(), Code::NotFound),
-            (InformerError::UnknownIndex { informer: "x".into(), index: "i".into() }.into(), Code::NotFound),
-            (InformerError::BadSelector("x".into()).into(), Code::InvalidArgument),
-            (InformerError::BadResourceVersion("x".into()).into(), Code::InvalidArgument),
-            (InformerError::BadPageToken("x".into()).into(), Code::InvalidArgument),
+            (CacheReadError::UnknownInformer("x".into()).into(), Code::NotFound),
+            (CacheReadError::UnknownIndex { informer: "x".into(), index: "i".into() }.into(), Code::NotFound),
+            (CacheReadError::BadSelector("x".into()).into(), Code::InvalidArgument),
+            (CacheReadError::BadResourceVersion("x".into()).into(), Code::InvalidArgument),
+            (CacheReadError::BadPageToken("x".into()).into(), Code::InvalidArgument),
             (
-                InformerError::NotSynced { informer: "x".into(), waited: std::time::Duration::ZERO }.into(),
+                CacheReadError::NotSynced { informer: "x".into(), waited: std::time::Duration::ZERO }.into(),
                 Code::Unavailable,
             ),
             (
-                InformerError::VersionNotReached {
+                CacheReadError::VersionNotReached {
                     informer: "x".into(),
                     wanted: 2,
                     seen: 1,

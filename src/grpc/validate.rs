@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::status::ApiError;
-use crate::queue::MAX_DURATION;
+use crate::queue::{LeaseToken, MAX_DURATION};
 
 /// Longest key accepted: Kubernetes keys are at most 253 + 1 + 253 bytes; 1 KiB leaves room.
 pub const MAX_KEY_BYTES: usize = 1024;
@@ -45,11 +45,9 @@ pub fn keys(keys: &[String]) -> Result<(), ApiError> {
     Ok(())
 }
 
-pub fn token(token: u64) -> Result<(), ApiError> {
-    if token == 0 {
-        return Err(ApiError::invalid("token", "must be the token of a lease (non-zero)"));
-    }
-    Ok(())
+/// The lease token a request presents: never 0.
+pub fn token(token: u64) -> Result<LeaseToken, ApiError> {
+    LeaseToken::new(token).ok_or_else(|| ApiError::invalid("token", "must be the token of a lease (non-zero)"))
 }
 
 pub fn worker(name: &str) -> Result<(), ApiError> {

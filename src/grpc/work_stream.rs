@@ -20,13 +20,13 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status, Streaming};
 use tracing::{debug, info};
 
-use super::cache_service::lease_object;
+use super::convert::lease_object;
 use super::pb::{self, work_request, work_response};
 use super::status::{ApiError, code_of};
 use super::{convert, validate};
 use crate::informer::{InformerRegistry, SharedInformer};
 use crate::queue::{Holder, LeaseToken, QueueError};
-use crate::queues::{Queue, QueueRegistry};
+use crate::queue_registry::{Queue, QueueRegistry};
 
 /// Most leases one stream may hold at once.
 pub const MAX_CREDITS: u32 = 1024;
@@ -238,9 +238,8 @@ impl Session {
 
     fn finish(&mut self, finish: &work_request::Finish) -> Result<(), ApiError> {
         validate::key("finish.key", &finish.key)?;
-        validate::token(finish.token)?;
+        let token = validate::token(finish.token)?;
         let outcome = convert::finish_outcome(finish.outcome.clone().map(Into::into))?;
-        let token = LeaseToken(finish.token);
         let result = self.queue.finish(finish.key.as_str(), token, outcome);
         if matches!(result, Ok(()) | Err(QueueError::StaleToken { .. })) {
             // Either way the lease is no longer this stream's: its credit
@@ -252,9 +251,8 @@ impl Session {
 
     fn extend(&mut self, extend: &work_request::Extend) -> Result<crate::queue::LeaseRenewal, ApiError> {
         validate::key("extend.key", &extend.key)?;
-        validate::token(extend.token)?;
+        let token = validate::token(extend.token)?;
         let ttl = validate::duration("extend.ttl", extend.ttl)?;
-        let token = LeaseToken(extend.token);
         let renewal = self.queue.extend(extend.key.as_str(), token, ttl).map_err(ApiError::from)?;
         if let Some(held) = self.held.get_mut(&token) {
             held.deadline = renewal.deadline;
@@ -280,7 +278,7 @@ impl Session {
             }
             let cancel = work_response::Cancel {
                 key: key.to_string(),
-                token: token.0,
+                token: token.get(),
                 revoked: true,
                 message: "the lease ended without a Finish (expired, or revoked by the sidecar)".into(),
             };
@@ -293,7 +291,7 @@ impl Session {
         for (token, lease) in self.held.iter().filter(|(_, lease)| !lease.ended) {
             let cancel = work_response::Cancel {
                 key: lease.key.to_string(),
-                token: token.0,
+                token: token.get(),
                 revoked: false,
                 message: why.to_string(),
             };

@@ -5,15 +5,15 @@ use std::time::Duration;
 
 use tonic::{Request, Response, Status};
 
-use super::cache_service::lease_object;
+use super::convert::lease_object;
 use super::pb;
 use super::pb::work_queue_service_server::WorkQueueService;
 use super::status::ApiError;
 use super::work_stream::{self, WorkStream};
 use super::{convert, validate};
 use crate::informer::InformerRegistry;
-use crate::queue::{Holder, LeaseToken, Reason, ReasonKind};
-use crate::queues::{Queue, QueueRegistry};
+use crate::queue::{Holder, Reason, ReasonKind};
+use crate::queue_registry::{Queue, QueueRegistry};
 
 /// The handlers; one instance serves every connection.
 pub struct WorkQueueApi {
@@ -51,13 +51,6 @@ fn priority(asked: Option<i32>) -> i32 {
     asked.unwrap_or(crate::queue::PRIORITY_FAST)
 }
 
-/// An add's reason, of the kind the proto documents for that call (Add:
-/// MANUAL, AddAfter: REQUEUE_AFTER, AddRateLimited: RETRY); the free-form
-/// text names where it came from.
-fn reason(kind: ReasonKind, text: &str) -> Reason {
-    Reason::new(kind, text)
-}
-
 type Reply<T> = Result<Response<T>, Status>;
 
 #[tonic::async_trait]
@@ -66,7 +59,9 @@ impl WorkQueueService for WorkQueueApi {
         let req = request.into_inner();
         let queue = self.queue(&req.queue)?;
         validate::keys(&req.keys)?;
-        let reason = reason(ReasonKind::Manual, &req.reason);
+        // Each add call has the reason kind the proto documents (Add: MANUAL, AddAfter:
+        // REQUEUE_AFTER, AddRateLimited: RETRY); the free-form text names where it came from.
+        let reason = Reason::new(ReasonKind::Manual, req.reason.as_str());
         queue.add_all(arc_keys(req.keys), Duration::ZERO, priority(req.priority), reason).map_err(ApiError::from)?;
         Ok(Response::new(pb::AddResponse {}))
     }
@@ -76,7 +71,7 @@ impl WorkQueueService for WorkQueueApi {
         let queue = self.queue(&req.queue)?;
         validate::keys(&req.keys)?;
         let delay = validate::duration("delay", req.delay)?.unwrap_or_default();
-        let reason = reason(ReasonKind::RequeueAfter, &req.reason);
+        let reason = Reason::new(ReasonKind::RequeueAfter, req.reason.as_str());
         queue.add_all(arc_keys(req.keys), delay, priority(req.priority), reason).map_err(ApiError::from)?;
         Ok(Response::new(pb::AddAfterResponse {}))
     }
@@ -85,7 +80,7 @@ impl WorkQueueService for WorkQueueApi {
         let req = request.into_inner();
         let queue = self.queue(&req.queue)?;
         validate::keys(&req.keys)?;
-        let reason = reason(ReasonKind::Retry, &req.reason);
+        let reason = Reason::new(ReasonKind::Retry, req.reason.as_str());
         let limited =
             queue.add_rate_limited_all(arc_keys(req.keys), priority(req.priority), reason).map_err(ApiError::from)?;
         let keys = limited
@@ -133,8 +128,8 @@ impl WorkQueueService for WorkQueueApi {
         let req = request.into_inner();
         let queue = self.queue(&req.queue)?;
         validate::key("key", &req.key)?;
-        validate::token(req.token)?;
-        queue.done(req.key.as_str(), LeaseToken(req.token)).map_err(ApiError::from)?;
+        let token = validate::token(req.token)?;
+        queue.done(req.key.as_str(), token).map_err(ApiError::from)?;
         Ok(Response::new(pb::DoneResponse {}))
     }
 
@@ -178,9 +173,9 @@ impl WorkQueueService for WorkQueueApi {
         let req = request.into_inner();
         let queue = self.queue(&req.queue)?;
         validate::key("key", &req.key)?;
-        validate::token(req.token)?;
+        let token = validate::token(req.token)?;
         let ttl = validate::duration("ttl", req.ttl)?;
-        let renewal = queue.extend(req.key.as_str(), LeaseToken(req.token), ttl).map_err(ApiError::from)?;
+        let renewal = queue.extend(req.key.as_str(), token, ttl).map_err(ApiError::from)?;
         Ok(Response::new(pb::ExtendResponse {
             deadline: Some(convert::timestamp(renewal.deadline)),
             ttl: Some(convert::remaining(renewal.deadline)),
@@ -192,9 +187,9 @@ impl WorkQueueService for WorkQueueApi {
         let req = request.into_inner();
         let queue = self.queue(&req.queue)?;
         validate::key("key", &req.key)?;
-        validate::token(req.token)?;
+        let token = validate::token(req.token)?;
         let outcome = convert::finish_outcome(req.outcome.map(Into::into))?;
-        queue.finish(req.key.as_str(), LeaseToken(req.token), outcome).map_err(ApiError::from)?;
+        queue.finish(req.key.as_str(), token, outcome).map_err(ApiError::from)?;
         Ok(Response::new(pb::FinishResponse {}))
     }
 

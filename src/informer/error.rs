@@ -1,10 +1,10 @@
-//! Why an informer could not start, or a cache read could not be served.
+//! Why an informer could not start, or a cache read could not be served: two error types, so that each caller handles only what it can meet.
 
 use std::time::Duration;
 
-/// Informer errors, named after the step that failed.
+/// Why the informers could not be built from the config, named after the step that failed.
 #[derive(Debug, thiserror::Error)]
-pub enum InformerError {
+pub enum InformerStartError {
     /// Discovery found no resource for the informer's group/version/kind.
     #[error("informer {informer:?}: discovering {api_version} {kind}: {source}")]
     Discovery {
@@ -17,6 +17,17 @@ pub enum InformerError {
     /// The informer names a namespace but the resource is cluster-scoped.
     #[error("informer {informer:?}: {kind} is cluster-scoped; remove `namespace`")]
     NamespaceOnClusterScoped { informer: String, kind: String },
+    /// A queue binding names a queue the config does not define.
+    #[error("unknown queue {0:?}")]
+    UnknownQueue(String),
+    /// A queue binding names an informer the config does not define.
+    #[error("unknown informer {0:?}")]
+    UnknownInformer(String),
+}
+
+/// Why a read of the caches could not be served.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheReadError {
     /// A read named an informer the config does not define.
     #[error("unknown informer {0:?}")]
     UnknownInformer(String),

@@ -15,7 +15,7 @@ use super::object::{CachedObject, Meta};
 use super::shared::SharedInformer;
 use super::spec::{IndexValue, LanePriorities, Predicate, TriggerMap};
 use crate::queue::{Reason, ReasonKind};
-use crate::queues::Queue;
+use crate::queue_registry::Queue;
 
 /// What happened to one object, as the informer saw it.
 #[derive(Debug, Clone, Copy)]

@@ -24,11 +24,11 @@ mod tombstone;
 mod watch;
 mod watch_progress;
 
-pub use error::InformerError;
+pub use error::{CacheReadError, InformerStartError};
 pub use field_selector::FieldSelector;
 pub use keying::{Change, ChangeKind};
 pub use object::{CachedObject, Meta, OwnerRef};
-pub use registry::InformerRegistry;
+pub use registry::{InformerRegistry, InformerTask};
 pub use selector::LabelSelector;
 pub use shared::SharedInformer;
 pub use spec::{

@@ -10,19 +10,20 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
 use kube::api::{DynamicObject, GroupVersionKind};
 use kube::discovery::Scope;
 use kube::{Client, Resource};
-use tokio::task::AbortHandle;
 use tracing::info;
 
-use super::error::InformerError;
+use super::error::{CacheReadError, InformerStartError};
 use super::keying::{Role, Subscriber};
 use super::shared::SharedInformer;
 use super::spec::{InformerSpec, QueueBinding};
 use super::watch;
 use super::watch_progress::WatchProgress;
-use crate::queues::{Queue, QueueRegistry};
+use crate::queue_registry::{Queue, QueueRegistry};
 
 /// The hold a queue carries until every informer it uses has synced.
 pub const CACHES_SYNCING: &str = "caches syncing";
@@ -38,16 +39,16 @@ pub struct InformerRegistry {
     client: Option<Client>,
     /// Watches opened so far: one per informer, however many queues use it.
     watches_opened: Arc<AtomicU64>,
-    /// The tasks `start` spawned; aborted when the registry is dropped.
-    tasks: parking_lot::Mutex<Vec<AbortHandle>>,
 }
 
-impl Drop for InformerRegistry {
-    fn drop(&mut self) {
-        for task in self.tasks.get_mut().drain(..) {
-            task.abort();
-        }
-    }
+/// One of the informers' futures, for the caller to spawn and own.
+pub struct InformerTask {
+    /// What it does, for logs: "watch users", "resync users", "gate queue users".
+    pub name: String,
+    /// True for a watch or a resync timer, which end only when aborted; false
+    /// for a gate, which ends once its informers have synced.
+    pub runs_until_aborted: bool,
+    pub future: BoxFuture<'static, ()>,
 }
 
 impl InformerRegistry {
@@ -60,7 +61,6 @@ impl InformerRegistry {
             primaries: HashMap::new(),
             client: None,
             watches_opened: Arc::new(AtomicU64::new(0)),
-            tasks: parking_lot::Mutex::new(Vec::new()),
         }
     }
 
@@ -72,12 +72,12 @@ impl InformerRegistry {
         specs: &[InformerSpec],
         queues: &QueueRegistry,
         bindings: impl IntoIterator<Item = (&'a str, &'a QueueBinding)>,
-    ) -> Result<Self, InformerError> {
+    ) -> Result<Self, InformerStartError> {
         let mut registry = InformerRegistry::empty();
         for spec in specs {
             let gvk = GroupVersionKind::gvk(&spec.group, &spec.version, &spec.kind);
             let (resource, capabilities) =
-                kube::discovery::pinned_kind(&client, &gvk).await.map_err(|source| InformerError::Discovery {
+                kube::discovery::pinned_kind(&client, &gvk).await.map_err(|source| InformerStartError::Discovery {
                     informer: spec.name.clone(),
                     api_version: spec.api_version(),
                     kind: spec.kind.clone(),
@@ -85,7 +85,7 @@ impl InformerRegistry {
                 })?;
             let namespaced = capabilities.scope == Scope::Namespaced;
             if !namespaced && spec.namespace.is_some() {
-                return Err(InformerError::NamespaceOnClusterScoped {
+                return Err(InformerStartError::NamespaceOnClusterScoped {
                     informer: spec.name.clone(),
                     kind: spec.kind.clone(),
                 });
@@ -98,16 +98,18 @@ impl InformerRegistry {
             if binding.is_plain() {
                 continue;
             }
-            let queue = queues.get(queue_name).ok_or_else(|| InformerError::UnknownInformer(queue_name.to_owned()))?;
+            let queue =
+                queues.get(queue_name).ok_or_else(|| InformerStartError::UnknownQueue(queue_name.to_owned()))?;
             registry.subscribe(queue, binding)?;
         }
         registry.client = Some(client);
         Ok(registry)
     }
 
-    fn subscribe(&mut self, queue: &Queue, binding: &QueueBinding) -> Result<(), InformerError> {
-        let find =
-            |name: &str| self.informers.get(name).cloned().ok_or_else(|| InformerError::UnknownInformer(name.into()));
+    fn subscribe(&mut self, queue: &Queue, binding: &QueueBinding) -> Result<(), InformerStartError> {
+        let find = |name: &str| {
+            self.informers.get(name).cloned().ok_or_else(|| InformerStartError::UnknownInformer(name.into()))
+        };
         let primary = binding.primary.as_deref().map(find).transpose()?;
         if let Some(primary) = &primary {
             primary.subscribe(Subscriber {
@@ -144,11 +146,12 @@ impl InformerRegistry {
         }
     }
 
-    /// Closes the gates of the informer-fed queues, opens one watch per
-    /// informer, starts the resync timers, and opens each queue's gate once
-    /// its informers have synced. Needs a tokio runtime; does not wait.
-    pub async fn start(&self) {
-        let Some(client) = &self.client else { return };
+    /// Closes the gates of the informer-fed queues and returns what runs the
+    /// informers, for the caller to spawn and own: one watch per informer,
+    /// the resync timers, and for each gated queue a future that opens its
+    /// gate once its informers have synced.
+    pub async fn start(&self) -> Vec<InformerTask> {
+        let Some(client) = &self.client else { return Vec::new() };
         for (queue, _) in &self.gated {
             queue.set_hold(CACHES_SYNCING, true);
         }
@@ -157,26 +160,36 @@ impl InformerRegistry {
             let informer = self.informers[name].clone();
             let streaming = watch::supports_streaming_lists(&informer, client.clone()).await;
             self.watches_opened.fetch_add(1, Ordering::Relaxed);
-            tasks.push(tokio::spawn(watch::run(informer.clone(), client.clone(), streaming)).abort_handle());
+            tasks.push(InformerTask {
+                name: format!("watch {name}"),
+                runs_until_aborted: true,
+                future: watch::run(informer.clone(), client.clone(), streaming).boxed(),
+            });
             if let Some(period) = informer.spec().resync {
-                tasks.push(tokio::spawn(resync(informer, period)).abort_handle());
+                tasks.push(InformerTask {
+                    name: format!("resync {name}"),
+                    runs_until_aborted: true,
+                    future: resync(informer, period).boxed(),
+                });
             }
         }
         for (queue, informers) in &self.gated {
             let (queue, informers) = (queue.clone(), informers.clone());
-            tasks.push(
-                tokio::spawn(async move {
+            tasks.push(InformerTask {
+                name: format!("gate queue {}", queue.name()),
+                runs_until_aborted: false,
+                future: async move {
                     for informer in &informers {
                         let mut synced = informer.synced_watch();
                         let _ = synced.wait_for(|s| *s).await;
                     }
                     queue.set_hold(CACHES_SYNCING, false);
                     info!(queue = %queue.name(), "informers synced; queue hands out keys");
-                })
-                .abort_handle(),
-            );
+                }
+                .boxed(),
+            });
         }
-        self.tasks.lock().extend(tasks);
+        tasks
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<SharedInformer>> {
@@ -184,8 +197,8 @@ impl InformerRegistry {
     }
 
     /// The informer `name`, or the error a read of it gets.
-    pub fn informer(&self, name: &str) -> Result<&Arc<SharedInformer>, InformerError> {
-        self.get(name).ok_or_else(|| InformerError::UnknownInformer(name.to_owned()))
+    pub fn informer(&self, name: &str) -> Result<&Arc<SharedInformer>, CacheReadError> {
+        self.get(name).ok_or_else(|| CacheReadError::UnknownInformer(name.to_owned()))
     }
 
     /// The primary informer of `queue`, when it has one.

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::warn;
 
-use super::error::InformerError;
+use super::error::CacheReadError;
 use super::keying::{Change, ChangeCounts, ChangeKind, Subscriber};
 use super::object::{CachedObject, Shaping};
 use super::spec::InformerSpec;
@@ -277,20 +277,20 @@ impl SharedInformer {
     }
 
     /// Waits up to `wait` for the first list to finish.
-    pub async fn wait_synced(&self, wait: Duration) -> Result<(), InformerError> {
+    pub async fn wait_synced(&self, wait: Duration) -> Result<(), CacheReadError> {
         let mut synced = self.synced.subscribe();
         match tokio::time::timeout(wait, synced.wait_for(|s| *s)).await {
             Ok(Ok(_)) => Ok(()),
-            _ => Err(InformerError::NotSynced { informer: self.name.to_string(), waited: wait }),
+            _ => Err(CacheReadError::NotSynced { informer: self.name.to_string(), waited: wait }),
         }
     }
 
     /// Waits up to `wait` until an object with resourceVersion >= `min` has been seen.
-    pub async fn wait_version(&self, min: u64, wait: Duration) -> Result<(), InformerError> {
+    pub async fn wait_version(&self, min: u64, wait: Duration) -> Result<(), CacheReadError> {
         let mut seen = self.seen_version.subscribe();
         match tokio::time::timeout(wait, seen.wait_for(|v| *v >= min)).await {
             Ok(Ok(_)) => Ok(()),
-            _ => Err(InformerError::VersionNotReached {
+            _ => Err(CacheReadError::VersionNotReached {
                 informer: self.name.to_string(),
                 wanted: min,
                 seen: self.seen_version(),
@@ -309,12 +309,12 @@ impl SharedInformer {
         self.store.read().get_deleted(key, Instant::now())
     }
 
-    pub fn list(&self, query: &ListQuery<'_>) -> Result<Page, InformerError> {
+    pub fn list(&self, query: &ListQuery<'_>) -> Result<Page, CacheReadError> {
         let store = self.store.read();
         if let Some((index, _)) = query.index
             && !store.has_index(index)
         {
-            return Err(InformerError::UnknownIndex { informer: self.name.to_string(), index: index.to_owned() });
+            return Err(CacheReadError::UnknownIndex { informer: self.name.to_string(), index: index.to_owned() });
         }
         Ok(store.list(query))
     }
@@ -358,7 +358,7 @@ mod tests {
         use crate::queue::QueueSettings;
         let informer = informer();
         let settings = QueueSettings { max_keys: Some(1), ..QueueSettings::default() };
-        let queue = crate::queues::Queue::new("q", settings).unwrap();
+        let queue = crate::queue_registry::Queue::new("q", settings).unwrap();
         informer.subscribe(Subscriber {
             queue: queue.clone(),
             role: super::super::keying::Role::Primary,

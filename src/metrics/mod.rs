@@ -23,7 +23,7 @@ pub use informer_metrics::InformerCollector;
 pub use queue_metrics::QueueMetrics;
 
 use crate::informer::SharedInformer;
-use crate::queues::QueueRegistry;
+use crate::queue_registry::QueueRegistry;
 use crate::tls::ReloadCounters;
 
 /// The `result` label of a count of attempts.

@@ -12,7 +12,7 @@ use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
 use crate::queue::{LeaseEndKind, QueueObserver};
-use crate::queues::Queue;
+use crate::queue_registry::Queue;
 
 /// client-go labels every workqueue metric with the queue's `name`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -3,6 +3,7 @@
 use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::hash::BuildHasher;
+use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,8 +18,20 @@ pub type Holder = Arc<str>;
 ///
 /// Tokens start at a random point so that a worker which outlived a sidecar
 /// restart cannot present an old token that happens to equal a new grant's.
+/// Never zero, which the wire uses for "no token".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct LeaseToken(pub u64);
+pub struct LeaseToken(NonZeroU64);
+
+impl LeaseToken {
+    /// The token a worker presented; `None` for 0, which no lease has.
+    pub fn new(value: u64) -> Option<LeaseToken> {
+        NonZeroU64::new(value).map(LeaseToken)
+    }
+
+    pub fn get(self) -> u64 {
+        self.0.get()
+    }
+}
 
 impl fmt::Display for LeaseToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -29,7 +42,7 @@ impl fmt::Display for LeaseToken {
 /// Hands out tokens: a counter that starts at a random value.
 #[derive(Debug)]
 pub(crate) struct TokenSource {
-    next: u64,
+    next: NonZeroU64,
 }
 
 impl TokenSource {
@@ -38,12 +51,12 @@ impl TokenSource {
         // fresh state is a cheap random number without another dependency.
         // Starting below 2^62 leaves room for 2^62 grants before wrapping.
         let seed = RandomState::new().hash_one(std::process::id());
-        TokenSource { next: (seed >> 2).max(1) }
+        TokenSource { next: NonZeroU64::new(seed >> 2).unwrap_or(NonZeroU64::MIN) }
     }
 
     pub(crate) fn next(&mut self) -> LeaseToken {
         let token = LeaseToken(self.next);
-        self.next = self.next.wrapping_add(1);
+        self.next = self.next.checked_add(1).unwrap_or(NonZeroU64::MIN);
         token
     }
 }

@@ -367,7 +367,7 @@ fn run(ops: Vec<Op>) {
                     .rev()
                     .find(|(pk, t)| *pk == k && Some(*t) != model.held_token(k))
                     .map(|(_, t)| *t)
-                    .unwrap_or(LeaseToken(7)),
+                    .unwrap_or(LeaseToken::new(7).unwrap()),
             }
         };
 

@@ -9,7 +9,7 @@ use kube::Client;
 use workqueue_sidecar::config::Config;
 use workqueue_sidecar::informer::InformerRegistry;
 use workqueue_sidecar::queue::{FinishOutcome, KeyPhase, KeyStatus, Lease, ReasonKind};
-use workqueue_sidecar::queues::{Queue, QueueRegistry};
+use workqueue_sidecar::queue_registry::{Queue, QueueRegistry};
 
 /// How long a key may take to show up on a queue after the API server accepted a change.
 pub const EVENT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -17,6 +17,8 @@ pub const EVENT_TIMEOUT: Duration = Duration::from_secs(20);
 pub struct Sidecar {
     pub queues: Arc<QueueRegistry>,
     pub informers: Arc<InformerRegistry>,
+    /// The informers' watches, timers and gates; aborted when the test's sidecar is dropped.
+    pub tasks: tokio::task::JoinSet<()>,
 }
 
 impl Sidecar {
@@ -31,8 +33,11 @@ impl Sidecar {
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         let informers = Arc::new(informers);
-        informers.start().await;
-        Sidecar { queues, informers }
+        let mut tasks = tokio::task::JoinSet::new();
+        for task in informers.start().await {
+            tasks.spawn(task.future);
+        }
+        Sidecar { queues, informers, tasks }
     }
 
     pub fn queue(&self, name: &str) -> &Queue {

@@ -4,6 +4,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tracing::warn;
+
+use crate::leader::{Leadership, NOT_LEADER};
 use crate::queue::{DrainReport, NoObserver, QueueObserver, QueueSettings, SettingsError, WorkQueue};
 
 /// Keys on the wire are strings (`namespace/name`); the queue keeps them as
@@ -53,5 +56,34 @@ impl QueueRegistry {
             (name.clone(), report)
         });
         futures_util::future::join_all(drains).await
+    }
+
+    /// Holds every queue until leadership is won: a replica that runs an
+    /// election hands out nothing before it leads.
+    pub fn follow_election(&self) {
+        for queue in self.queues.values() {
+            queue.set_hold(NOT_LEADER, true);
+        }
+    }
+
+    /// Applies a change of leadership to every queue: a leader grants leases
+    /// that end with its term; a follower grants none and revokes the ones
+    /// it held at once (their keys stay queued here).
+    pub fn apply(&self, leadership: Leadership) {
+        let term_ends = match leadership {
+            Leadership::Leader { term_ends } => Some(term_ends),
+            Leadership::Follower => None,
+        };
+        for name in &self.names {
+            let queue = &self.queues[name];
+            queue.set_grant_until(term_ends);
+            queue.set_hold(NOT_LEADER, term_ends.is_none());
+            if term_ends.is_none() {
+                let revoked = queue.revoke_all();
+                if revoked > 0 {
+                    warn!(%name, revoked, "not the leader: held leases revoked, their keys stay queued here");
+                }
+            }
+        }
     }
 }

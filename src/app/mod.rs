@@ -1,0 +1,199 @@
+//! The sidecar as one unit: built from its options (every configuration error before a port is bound), then run until a shutdown signal, owning every task it starts and stopping them in order.
+
+mod kube_client;
+mod tasks;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tracing::{error, info};
+
+pub use kube_client::kube_client;
+pub use tasks::Tasks;
+
+use crate::admin::{self, Readiness};
+use crate::config::Config;
+use crate::grpc;
+use crate::informer::{InformerRegistry, WatchProgress};
+use crate::leader::{ElectionSettings, Elector, Leadership};
+use crate::metrics::{self, Metrics};
+use crate::queue_registry::QueueRegistry;
+use crate::server::{self, Exposure, Listeners};
+use crate::tls::{ServingTls, TlsFiles};
+
+/// How long open connections, and a leader's release of its Lease, get after the queues drained.
+const CLOSE_CONNECTIONS_WITHIN: Duration = Duration::from_secs(2);
+
+/// What the sidecar is asked to be: the command line, parsed.
+pub struct Options {
+    pub config: Config,
+    /// The gRPC TCP address; `None` serves only the unix socket.
+    pub tcp: Option<SocketAddr>,
+    pub unix: Option<PathBuf>,
+    /// The admin HTTP address (metrics, probes); `None` turns it off.
+    pub admin: Option<SocketAddr>,
+    pub exposure: Exposure,
+    pub tls: Option<TlsFiles>,
+    pub kubeconfig: Option<PathBuf>,
+    /// Leader election among replicas, when on.
+    pub election: Option<ElectionSettings>,
+    /// How long held leases may run after a shutdown signal.
+    pub grace_period: Duration,
+}
+
+/// A sidecar whose queues, informers and listeners exist, ready to run.
+pub struct Sidecar {
+    queues: Arc<QueueRegistry>,
+    informers: Arc<InformerRegistry>,
+    metrics: Arc<Metrics>,
+    readiness: Arc<Readiness>,
+    listeners: Listeners,
+    admin: Option<TcpListener>,
+    election: Option<(ElectionSettings, kube::Client)>,
+    grace_period: Duration,
+}
+
+impl Sidecar {
+    /// Builds the queues and informers and binds every listener. Errors come
+    /// before any port is bound: config, Kubernetes discovery, TLS files.
+    pub async fn bind(options: Options) -> anyhow::Result<Sidecar> {
+        let Options { config, tcp, unix, admin, exposure, tls, kubeconfig, election, grace_period } = options;
+        let metrics = Metrics::new();
+        let bindings: Vec<_> = config.queues.iter().map(|q| (q.name.clone(), q.binding.clone())).collect();
+        let queues = Arc::new(
+            QueueRegistry::observed(config.queues.into_iter().map(|q| (q.name, q.settings)), |name| {
+                metrics.queues.observer(name)
+            })
+            .context("creating the queues")?,
+        );
+        // Informers only when configured: the standalone mode needs no Kubernetes.
+        let informers = Arc::new(if config.informers.is_empty() {
+            InformerRegistry::empty()
+        } else {
+            let progress = WatchProgress::default();
+            let client = kube_client(kubeconfig.as_deref(), Some(&progress)).await?;
+            let bindings = bindings.iter().map(|(name, binding)| (name.as_str(), binding));
+            let informers = InformerRegistry::build(client, &config.informers, &queues, bindings)
+                .await
+                .context("resolving the informers")?;
+            informers.report_watch_progress_to(&progress);
+            informers
+        });
+        metrics.register_informers(informers.all());
+        let election = match election {
+            Some(settings) => Some((settings, kube_client(kubeconfig.as_deref(), None).await?)),
+            None => None,
+        };
+        // Later changes to the TLS files are loaded for new connections.
+        let tls = tls.map(|files| ServingTls::watch(files, metrics.tls_reloads.clone())).transpose()?;
+        let listeners = Listeners::bind_with(tcp, unix.as_deref(), exposure, tls).await?;
+        let admin = match admin {
+            Some(address) => Some(server::bind_admin(address, exposure.allow_remote).await?),
+            None => None,
+        };
+        Ok(Sidecar {
+            queues,
+            informers,
+            metrics,
+            readiness: Readiness::new(),
+            listeners,
+            admin,
+            election,
+            grace_period,
+        })
+    }
+
+    /// The gRPC TCP listener's address (its port, when 0 was asked).
+    pub fn tcp_address(&self) -> Option<SocketAddr> {
+        self.listeners.tcp_address()
+    }
+
+    /// The admin listener's address.
+    pub fn admin_address(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().and_then(|listener| listener.local_addr().ok())
+    }
+
+    /// Serves until `shutdown` completes (it names the reason), then drains
+    /// the queues within the grace period and stops every task. A task that
+    /// fails or ends on its own stops the sidecar too, and is the error.
+    pub async fn run(self, shutdown: impl Future<Output = &'static str>) -> anyhow::Result<()> {
+        let Sidecar { queues, informers, metrics, readiness, listeners, admin, election, grace_period } = self;
+        let mut tasks = Tasks::default();
+        // Each informer's sync is a readiness condition from here on, before
+        // the admin port serves: /readyz answers 503 until every cache has
+        // synced (then stays 200 across relists, as client-go's HasSynced).
+        for informer in informers.all() {
+            let condition = format!("informer {} synced", informer.name());
+            tasks.step(format!("readiness: {condition}"), readiness.follow(condition, informer.synced_watch()));
+        }
+        let api = grpc::api(queues.clone(), informers.clone()).await.context("building the gRPC services")?;
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let routes = metrics::instrument(api.routes, &metrics);
+        let stopped = stop_rx.clone();
+        tasks.service("gRPC server", async move { Ok(server::serve(routes, listeners, stopped).await?) });
+        if let Some(listener) = admin {
+            let router = admin::router(metrics.clone(), queues.clone(), readiness.clone());
+            let stopped = stop_rx.clone();
+            tasks.service("admin HTTP server", async move { Ok(admin::serve(listener, router, stopped).await?) });
+        }
+        // Closes the informer-fed queues' gates until their caches sync, then watches.
+        for task in informers.start().await {
+            if task.runs_until_aborted {
+                tasks.background(task.name, task.future);
+            } else {
+                tasks.step(task.name, task.future);
+            }
+        }
+        match election {
+            Some((settings, client)) => {
+                queues.follow_election();
+                metrics.leader.set(0);
+                let (queues, metrics, stopped) = (queues.clone(), metrics.clone(), stop_rx.clone());
+                let on_change = move |leadership| {
+                    metrics.leader.set(i64::from(matches!(leadership, Leadership::Leader { .. })));
+                    queues.apply(leadership);
+                };
+                tasks.service("leader election", async move {
+                    Elector::new(client, settings).run(on_change, stopped).await;
+                    Ok(())
+                });
+            }
+            None => {
+                metrics.leader.set(1);
+            }
+        }
+        info!(queues = ?queues.names(), informers = ?informers.names(), "workqueue-sidecar started");
+
+        let failure = tokio::select! {
+            reason = shutdown => {
+                info!(signal = reason, grace_period = ?grace_period, "shutting down: no new leases, held leases may finish");
+                None
+            }
+            failure = tasks.failure() => {
+                error!("{failure:#}; shutting down");
+                Some(failure)
+            }
+        };
+        readiness.shutting_down();
+        grpc::set_not_serving(&api.health).await;
+        for (queue, report) in queues.drain_all(grace_period).await {
+            info!(%queue, finished = report.finished, returned = report.returned, "queue drained");
+        }
+        // Servers close, streams end once their leases are gone, and a leader
+        // gives its Lease up, so another replica takes over at once. A client
+        // that keeps a connection open must not keep the process alive.
+        let _ = stop_tx.send(true);
+        let stopped = tasks.finish(CLOSE_CONNECTIONS_WITHIN).await;
+        info!("stopped");
+        match failure {
+            Some(failure) => Err(failure),
+            None => stopped,
+        }
+    }
+}

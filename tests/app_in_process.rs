@@ -1,0 +1,58 @@
+//! The whole sidecar in process, through `app::Sidecar` as the binary runs it: bound on a port it
+//! names without any log scraping, serving a key end to end, and stopping when its shutdown future
+//! completes, with held work drained first.
+
+#[path = "support/sidecar.rs"]
+mod binary;
+
+use std::time::Duration;
+
+use binary::{add_request, get_request};
+use workqueue_sidecar::app::{Options, Sidecar};
+use workqueue_sidecar::config::Config;
+use workqueue_sidecar::grpc::pb::DoneRequest;
+use workqueue_sidecar::grpc::pb::work_queue_service_client::WorkQueueServiceClient;
+use workqueue_sidecar::server::Exposure;
+
+fn standalone() -> Options {
+    Options {
+        config: Config::standalone(),
+        tcp: Some("127.0.0.1:0".parse().unwrap()),
+        unix: None,
+        admin: None,
+        exposure: Exposure::default(),
+        tls: None,
+        kubeconfig: None,
+        election: None,
+        grace_period: Duration::from_secs(5),
+    }
+}
+
+#[tokio::test]
+async fn sidecar_should_serve_then_drain_held_work_and_stop_when_shutdown_completes() {
+    let sidecar = Sidecar::bind(standalone()).await.expect("a standalone sidecar binds");
+    let address = sidecar.tcp_address().expect("a TCP address");
+    let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(sidecar.run(async move {
+        let _ = shutdown_rx.await;
+        "test"
+    }));
+
+    let mut client = WorkQueueServiceClient::connect(format!("http://{address}")).await.unwrap();
+    client.add(add_request(&["a"])).await.unwrap();
+    let leases = client.get(get_request(1, Duration::from_secs(1), None)).await.unwrap().into_inner().leases;
+    let [lease] = leases.as_slice() else { panic!("one lease, got {leases:?}") };
+
+    // A held lease keeps the drain waiting until it is done.
+    shutdown_tx.send(()).unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!running.is_finished(), "the sidecar stopped while a lease was held");
+    client
+        .done(DoneRequest { queue: "default".into(), key: lease.key.clone(), token: lease.token })
+        .await
+        .expect("Done still works during the drain");
+    let stopped = tokio::time::timeout(Duration::from_secs(5), running).await.expect("stops after the drain");
+    stopped.unwrap().expect("a clean stop");
+    let refused = WorkQueueServiceClient::connect(format!("http://{address}")).await;
+    assert!(refused.is_err(), "the port is closed after the stop");
+}
