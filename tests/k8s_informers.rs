@@ -36,6 +36,7 @@ fn reason_sources(status: &workqueue_sidecar::queue::KeyStatus) -> Vec<(ReasonKi
 }
 
 #[tokio::test]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
 async fn k8s_create_update_delete_should_enqueue_keys_with_reasons_and_priorities() {
     let client = control_plane::client().await;
     let ns = TestNamespace::create(&client, "inf-events").await;
@@ -85,6 +86,7 @@ async fn k8s_create_update_delete_should_enqueue_keys_with_reasons_and_prioritie
 }
 
 #[tokio::test]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
 async fn k8s_a_namespace_owned_by_a_user_should_enqueue_the_user() {
     let client = control_plane::client().await;
     apply_crd(&client, "users.example.com", USER_CRD).await;
@@ -137,6 +139,7 @@ queues:
 }
 
 #[tokio::test]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
 async fn k8s_label_and_index_triggers_should_enqueue_the_primary_they_name() {
     let client = control_plane::client().await;
     let ns = TestNamespace::create(&client, "inf-triggers").await;
@@ -191,6 +194,7 @@ queues:
 }
 
 #[tokio::test]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
 async fn k8s_predicates_should_drop_status_only_updates() {
     let client = control_plane::client().await;
     let ns = TestNamespace::create(&client, "inf-predicates").await;
@@ -235,6 +239,7 @@ async fn k8s_predicates_should_drop_status_only_updates() {
 }
 
 #[tokio::test]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
 async fn k8s_three_queues_on_one_informer_should_open_one_watch() {
     let client = control_plane::client().await;
     let ns = TestNamespace::create(&client, "inf-shared").await;
@@ -256,6 +261,7 @@ async fn k8s_three_queues_on_one_informer_should_open_one_watch() {
 
 /// The API server's own count of open watches on a resource nobody else watches.
 #[tokio::test]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
 async fn k8s_the_api_server_should_count_one_watch_for_three_queues() {
     let client = control_plane::client().await;
     let group = format!("{}.example.com", unique_name("wqs-watch"));
@@ -306,6 +312,7 @@ spec:
 }
 
 #[tokio::test]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
 async fn k8s_resync_should_enqueue_everything_at_low_priority_and_keep_backoff() {
     let client = control_plane::client().await;
     let ns = TestNamespace::create(&client, "inf-resync").await;
@@ -345,6 +352,7 @@ async fn k8s_resync_should_enqueue_everything_at_low_priority_and_keep_backoff()
 }
 
 #[tokio::test]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
 async fn k8s_a_queue_should_hand_out_nothing_until_its_informers_synced() {
     let client = control_plane::client().await;
     let ns = TestNamespace::create(&client, "inf-gate").await;
@@ -375,6 +383,7 @@ async fn k8s_a_queue_should_hand_out_nothing_until_its_informers_synced() {
 }
 
 #[tokio::test]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
 async fn k8s_a_queue_at_max_keys_should_still_take_every_informer_event() {
     const OBJECTS: usize = 50;
     const MAX_KEYS: usize = 10;
