@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use tokio::task::{AbortHandle, Id, JoinSet};
 use tracing::{debug, error, warn};
 
@@ -48,25 +49,13 @@ impl Tasks {
     }
 
     /// Spawns a background task: it runs until aborted at the stop.
-    pub fn background<F>(&mut self, name: impl Into<String>, future: F)
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        self.spawn(name.into(), Kind::Background, async move {
-            future.await;
-            Ok(())
-        });
+    pub fn background(&mut self, name: impl Into<String>, future: impl Future<Output = ()> + Send + 'static) {
+        self.spawn(name.into(), Kind::Background, future.map(Ok));
     }
 
     /// Spawns a step: it ends by itself once done.
-    pub fn step<F>(&mut self, name: impl Into<String>, future: F)
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        self.spawn(name.into(), Kind::Step, async move {
-            future.await;
-            Ok(())
-        });
+    pub fn step(&mut self, name: impl Into<String>, future: impl Future<Output = ()> + Send + 'static) {
+        self.spawn(name.into(), Kind::Step, future.map(Ok));
     }
 
     fn spawn<F>(&mut self, name: String, kind: Kind, future: F)

@@ -169,17 +169,7 @@ func TestUsersGetNamespacesThatFollowThem(t *testing.T) {
 
 	// Deleting a User deletes its Namespace (the namespace controller empties
 	// and removes it), then the finalizer goes and so does the User.
-	if err := dyn.Resource(userResource).Delete(ctx, ada, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 120*time.Second, "namespace user-"+ada+" gone", func() (bool, error) {
-		_, err := kube.CoreV1().Namespaces().Get(ctx, "user-"+ada, metav1.GetOptions{})
-		return gone(err)
-	})
-	eventually(t, 60*time.Second, "User "+ada+" gone", func() (bool, error) {
-		_, err := dyn.Resource(userResource).Get(ctx, ada, metav1.GetOptions{})
-		return gone(err)
-	})
+	deleteUser(t, ada)
 	if _, err := kube.CoreV1().Namespaces().Get(ctx, "user-"+grace, metav1.GetOptions{}); err != nil {
 		t.Errorf("the other User's namespace: %v", err)
 	}
@@ -207,14 +197,5 @@ func TestPythonReconcilerInPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	allReconciled(t, map[string]string{user: "Grace Hopper"}, 60*time.Second)
-	if err := dyn.Resource(userResource).Delete(ctx, user, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 120*time.Second, "namespace and User "+user+" gone", func() (bool, error) {
-		if _, err := kube.CoreV1().Namespaces().Get(ctx, "user-"+user, metav1.GetOptions{}); err == nil {
-			return false, nil
-		}
-		_, err := dyn.Resource(userResource).Get(ctx, user, metav1.GetOptions{})
-		return gone(err)
-	})
+	deleteUser(t, user)
 }

@@ -112,6 +112,25 @@ func allReconciled(t *testing.T, want map[string]string, timeout time.Duration) 
 	})
 }
 
+// deleteUser deletes a User and waits until its Namespace is gone (the
+// namespace controller empties and removes it) and then the User itself
+// (its finalizer removed by the reconciler).
+func deleteUser(t *testing.T, name string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := dyn.Resource(userResource).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 120*time.Second, "namespace user-"+name+" gone", func() (bool, error) {
+		_, err := kube.CoreV1().Namespaces().Get(ctx, "user-"+name, metav1.GetOptions{})
+		return gone(err)
+	})
+	eventually(t, 60*time.Second, "User "+name+" gone", func() (bool, error) {
+		_, err := dyn.Resource(userResource).Get(ctx, name, metav1.GetOptions{})
+		return gone(err)
+	})
+}
+
 // gone reports whether a Get's error says NotFound.
 func gone(err error) (bool, error) {
 	if apierrors.IsNotFound(err) {
