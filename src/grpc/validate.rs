@@ -1,5 +1,6 @@
 //! Checks of request fields, with limits named after what they protect.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::status::ApiError;
@@ -16,7 +17,8 @@ pub const MAX_GET_WAIT: Duration = Duration::from_secs(60);
 /// Longest worker name kept for introspection.
 pub const MAX_WORKER_NAME_BYTES: usize = 256;
 
-pub fn key(field: &str, key: &str) -> Result<(), ApiError> {
+/// A key named in a request, checked: returned as given.
+pub fn key<'a>(field: &str, key: &'a str) -> Result<&'a str, ApiError> {
     if key.is_empty() {
         return Err(ApiError::invalid(field, "must not be empty"));
     }
@@ -29,10 +31,11 @@ pub fn key(field: &str, key: &str) -> Result<(), ApiError> {
     if key.chars().any(char::is_control) {
         return Err(ApiError::invalid(field, "must not contain control characters"));
     }
-    Ok(())
+    Ok(key)
 }
 
-pub fn keys(keys: &[String]) -> Result<(), ApiError> {
+/// A batch's keys, checked, as the queue holds them.
+pub fn keys(keys: Vec<String>) -> Result<Vec<Arc<str>>, ApiError> {
     if keys.is_empty() {
         return Err(ApiError::invalid("keys", "must name at least one key"));
     }
@@ -42,7 +45,7 @@ pub fn keys(keys: &[String]) -> Result<(), ApiError> {
     for (i, k) in keys.iter().enumerate() {
         key(&format!("keys[{i}]"), k)?;
     }
-    Ok(())
+    Ok(keys.into_iter().map(Arc::from).collect())
 }
 
 /// The lease token a request presents: never 0.
@@ -102,10 +105,10 @@ mod tests {
 
     #[test]
     fn keys_should_name_the_bad_entry_and_limit_the_batch() {
-        let err = keys(&["ok".into(), "".into()]).unwrap_err();
+        let err = keys(vec!["ok".into(), "".into()]).unwrap_err();
         assert!(err.to_string().starts_with("keys[1]:"), "{err}");
-        assert!(matches!(keys(&vec!["k".to_string(); MAX_BATCH_KEYS + 1]), Err(ApiError::OverLimit { .. })));
-        assert!(keys(&[]).is_err());
+        assert!(matches!(keys(vec!["k".to_string(); MAX_BATCH_KEYS + 1]), Err(ApiError::OverLimit { .. })));
+        assert!(keys(Vec::new()).is_err());
     }
 
     #[test]

@@ -237,10 +237,10 @@ impl Session {
     }
 
     fn finish(&mut self, finish: &work_request::Finish) -> Result<(), ApiError> {
-        validate::key("finish.key", &finish.key)?;
+        let key = validate::key("finish.key", &finish.key)?;
         let token = validate::token(finish.token)?;
         let outcome = convert::finish_outcome(finish.outcome.clone().map(Into::into))?;
-        let result = self.queue.finish(finish.key.as_str(), token, outcome);
+        let result = self.queue.finish(key, token, outcome);
         if matches!(result, Ok(()) | Err(QueueError::StaleToken { .. })) {
             // Either way the lease is no longer this stream's: its credit
             // comes back (for an ended lease, only now: the worker heard).
@@ -250,10 +250,10 @@ impl Session {
     }
 
     fn extend(&mut self, extend: &work_request::Extend) -> Result<crate::queue::LeaseRenewal, ApiError> {
-        validate::key("extend.key", &extend.key)?;
+        let key = validate::key("extend.key", &extend.key)?;
         let token = validate::token(extend.token)?;
         let ttl = validate::duration("extend.ttl", extend.ttl)?;
-        let renewal = self.queue.extend(extend.key.as_str(), token, ttl).map_err(ApiError::from)?;
+        let renewal = self.queue.extend(key, token, ttl).map_err(ApiError::from)?;
         if let Some(held) = self.held.get_mut(&token) {
             held.deadline = renewal.deadline;
         }

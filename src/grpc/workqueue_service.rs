@@ -41,11 +41,6 @@ impl WorkQueueApi {
     }
 }
 
-/// A batch's keys as the queue holds them.
-fn arc_keys(keys: Vec<String>) -> Vec<Arc<str>> {
-    keys.into_iter().map(Arc::from).collect()
-}
-
 /// The priority of a manual add: the fast lane unless the caller says otherwise.
 fn priority(asked: Option<i32>) -> i32 {
     asked.unwrap_or(crate::queue::PRIORITY_FAST)
@@ -58,31 +53,30 @@ impl WorkQueueService for WorkQueueApi {
     async fn add(&self, request: Request<pb::AddRequest>) -> Reply<pb::AddResponse> {
         let req = request.into_inner();
         let queue = self.queue(&req.queue)?;
-        validate::keys(&req.keys)?;
+        let keys = validate::keys(req.keys)?;
         // Each add call has the reason kind the proto documents (Add: MANUAL, AddAfter:
         // REQUEUE_AFTER, AddRateLimited: RETRY); the free-form text names where it came from.
         let reason = Reason::new(ReasonKind::Manual, req.reason.as_str());
-        queue.add_all(arc_keys(req.keys), Duration::ZERO, priority(req.priority), reason).map_err(ApiError::from)?;
+        queue.add_all(keys, Duration::ZERO, priority(req.priority), reason).map_err(ApiError::from)?;
         Ok(Response::new(pb::AddResponse {}))
     }
 
     async fn add_after(&self, request: Request<pb::AddAfterRequest>) -> Reply<pb::AddAfterResponse> {
         let req = request.into_inner();
         let queue = self.queue(&req.queue)?;
-        validate::keys(&req.keys)?;
+        let keys = validate::keys(req.keys)?;
         let delay = validate::duration("delay", req.delay)?.unwrap_or_default();
         let reason = Reason::new(ReasonKind::RequeueAfter, req.reason.as_str());
-        queue.add_all(arc_keys(req.keys), delay, priority(req.priority), reason).map_err(ApiError::from)?;
+        queue.add_all(keys, delay, priority(req.priority), reason).map_err(ApiError::from)?;
         Ok(Response::new(pb::AddAfterResponse {}))
     }
 
     async fn add_rate_limited(&self, request: Request<pb::AddRateLimitedRequest>) -> Reply<pb::AddRateLimitedResponse> {
         let req = request.into_inner();
         let queue = self.queue(&req.queue)?;
-        validate::keys(&req.keys)?;
+        let keys = validate::keys(req.keys)?;
         let reason = Reason::new(ReasonKind::Retry, req.reason.as_str());
-        let limited =
-            queue.add_rate_limited_all(arc_keys(req.keys), priority(req.priority), reason).map_err(ApiError::from)?;
+        let limited = queue.add_rate_limited_all(keys, priority(req.priority), reason).map_err(ApiError::from)?;
         let keys = limited
             .into_iter()
             .map(|(key, delay, failures)| pb::RateLimitedKey {
@@ -127,25 +121,25 @@ impl WorkQueueService for WorkQueueApi {
     async fn done(&self, request: Request<pb::DoneRequest>) -> Reply<pb::DoneResponse> {
         let req = request.into_inner();
         let queue = self.queue(&req.queue)?;
-        validate::key("key", &req.key)?;
+        let key = validate::key("key", &req.key)?;
         let token = validate::token(req.token)?;
-        queue.done(req.key.as_str(), token).map_err(ApiError::from)?;
+        queue.done(key, token).map_err(ApiError::from)?;
         Ok(Response::new(pb::DoneResponse {}))
     }
 
     async fn forget(&self, request: Request<pb::ForgetRequest>) -> Reply<pb::ForgetResponse> {
         let req = request.into_inner();
         let queue = self.queue(&req.queue)?;
-        validate::key("key", &req.key)?;
-        queue.forget(req.key.as_str());
+        let key = validate::key("key", &req.key)?;
+        queue.forget(key);
         Ok(Response::new(pb::ForgetResponse {}))
     }
 
     async fn num_requeues(&self, request: Request<pb::NumRequeuesRequest>) -> Reply<pb::NumRequeuesResponse> {
         let req = request.into_inner();
         let queue = self.queue(&req.queue)?;
-        validate::key("key", &req.key)?;
-        Ok(Response::new(pb::NumRequeuesResponse { num_requeues: queue.num_requeues(req.key.as_str()) }))
+        let key = validate::key("key", &req.key)?;
+        Ok(Response::new(pb::NumRequeuesResponse { num_requeues: queue.num_requeues(key) }))
     }
 
     async fn len(&self, request: Request<pb::LenRequest>) -> Reply<pb::LenResponse> {
@@ -172,10 +166,10 @@ impl WorkQueueService for WorkQueueApi {
     async fn extend(&self, request: Request<pb::ExtendRequest>) -> Reply<pb::ExtendResponse> {
         let req = request.into_inner();
         let queue = self.queue(&req.queue)?;
-        validate::key("key", &req.key)?;
+        let key = validate::key("key", &req.key)?;
         let token = validate::token(req.token)?;
         let ttl = validate::duration("ttl", req.ttl)?;
-        let renewal = queue.extend(req.key.as_str(), token, ttl).map_err(ApiError::from)?;
+        let renewal = queue.extend(key, token, ttl).map_err(ApiError::from)?;
         Ok(Response::new(pb::ExtendResponse {
             deadline: Some(convert::timestamp(renewal.deadline)),
             ttl: Some(convert::remaining(renewal.deadline)),
@@ -186,18 +180,18 @@ impl WorkQueueService for WorkQueueApi {
     async fn finish(&self, request: Request<pb::FinishRequest>) -> Reply<pb::FinishResponse> {
         let req = request.into_inner();
         let queue = self.queue(&req.queue)?;
-        validate::key("key", &req.key)?;
+        let key = validate::key("key", &req.key)?;
         let token = validate::token(req.token)?;
         let outcome = convert::finish_outcome(req.outcome.map(Into::into))?;
-        queue.finish(req.key.as_str(), token, outcome).map_err(ApiError::from)?;
+        queue.finish(key, token, outcome).map_err(ApiError::from)?;
         Ok(Response::new(pb::FinishResponse {}))
     }
 
     async fn key_state(&self, request: Request<pb::KeyStateRequest>) -> Reply<pb::KeyStateResponse> {
         let req = request.into_inner();
         let queue = self.queue(&req.queue)?;
-        validate::key("key", &req.key)?;
-        Ok(Response::new(convert::key_state(queue.key_status(req.key.as_str()))))
+        let key = validate::key("key", &req.key)?;
+        Ok(Response::new(convert::key_state(queue.key_status(key))))
     }
 
     type WorkStream = WorkStream;
