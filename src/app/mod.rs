@@ -20,7 +20,7 @@ pub use tasks::Tasks;
 use crate::admin::{self, Readiness};
 use crate::config::Config;
 use crate::grpc;
-use crate::informer::{InformerRegistry, WatchProgress};
+use crate::informer::{InformerRegistry, InformerWatches, WatchProgress};
 use crate::leader::{ElectionSettings, Elector, Leadership};
 use crate::metrics::{self, Metrics};
 use crate::queue_registry::QueueRegistry;
@@ -51,6 +51,7 @@ pub struct Options {
 pub struct Sidecar {
     queues: Arc<QueueRegistry>,
     informers: Arc<InformerRegistry>,
+    watches: InformerWatches,
     metrics: Arc<Metrics>,
     readiness: Arc<Readiness>,
     listeners: Listeners,
@@ -73,18 +74,19 @@ impl Sidecar {
             .context("creating the queues")?,
         );
         // Informers only when configured: the standalone mode needs no Kubernetes.
-        let informers = Arc::new(if config.informers.is_empty() {
-            InformerRegistry::empty()
+        let (informers, watches) = if config.informers.is_empty() {
+            (InformerRegistry::empty(), InformerWatches::none())
         } else {
             let progress = WatchProgress::default();
             let client = kube_client(kubeconfig.as_deref(), Some(&progress)).await?;
             let bindings = bindings.iter().map(|(name, binding)| (name.as_str(), binding));
-            let informers = InformerRegistry::build(client, &config.informers, &queues, bindings)
+            let built = InformerRegistry::build(client, &config.informers, &queues, bindings)
                 .await
                 .context("resolving the informers")?;
-            informers.report_watch_progress_to(&progress);
-            informers
-        });
+            built.0.report_watch_progress_to(&progress);
+            built
+        };
+        let informers = Arc::new(informers);
         metrics.register_informers(informers.all());
         let election = match election {
             Some(settings) => Some((settings, kube_client(kubeconfig.as_deref(), None).await?)),
@@ -100,6 +102,7 @@ impl Sidecar {
         Ok(Sidecar {
             queues,
             informers,
+            watches,
             metrics,
             readiness: Readiness::new(),
             listeners,
@@ -123,7 +126,7 @@ impl Sidecar {
     /// the queues within the grace period and stops every task. A task that
     /// fails or ends on its own stops the sidecar too, and is the error.
     pub async fn run(self, shutdown: impl Future<Output = &'static str>) -> anyhow::Result<()> {
-        let Sidecar { queues, informers, metrics, readiness, listeners, admin, election, grace_period } = self;
+        let Sidecar { queues, informers, watches, metrics, readiness, listeners, admin, election, grace_period } = self;
         let mut tasks = Tasks::default();
         // Each informer's sync is a readiness condition from here on, before
         // the admin port serves: /readyz answers 503 until every cache has
@@ -143,7 +146,7 @@ impl Sidecar {
             tasks.service("admin HTTP server", async move { Ok(admin::serve(listener, router, stopped).await?) });
         }
         // Closes the informer-fed queues' gates until their caches sync, then watches.
-        for task in informers.start().await {
+        for task in watches.start().await {
             if task.runs_until_aborted {
                 tasks.background(task.name, task.future);
             } else {

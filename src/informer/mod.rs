@@ -4,13 +4,16 @@
 //! - [`object`]: a cached object, raw JSON bytes plus parsed metadata.
 //! - [`store`], [`tombstone`]: objects by key with indexes; deleted objects' last state.
 //! - [`selector`], [`field_selector`]: label selectors (config and reads) and field selectors (config), parsed.
+//! - [`change`]: what an informer saw happen to one object, and counts by kind.
 //! - [`keying`]: event-to-key mapping, reasons, priorities, predicates.
-//! - [`shared`]: one informer's cache, its sync state and subscribers.
-//! - [`watch`], [`backoff`], [`watch_progress`]: the one kube-runtime watcher that feeds it, its bounded
-//!   retry, and the client middleware that hears its watch requests answered.
-//! - [`registry`]: every informer by name, started together; readiness.
+//! - [`shared`]: one informer's cache as its readers see it, and its sync state.
+//! - [`writer`]: the one writer of that cache, which hands each change to the subscribed queues.
+//! - [`watch`], [`backoff`], [`watch_progress`]: the one kube-runtime watcher that drives the writer, its
+//!   bounded retry, and the client middleware that hears its watch requests answered.
+//! - [`registry`]: every informer's reader by name, and the writers started together; readiness.
 
 mod backoff;
+mod change;
 mod error;
 mod field_selector;
 mod keying;
@@ -23,12 +26,13 @@ mod store;
 mod tombstone;
 mod watch;
 mod watch_progress;
+mod writer;
 
+pub use change::{Change, ChangeKind};
 pub use error::{CacheReadError, InformerStartError};
 pub use field_selector::FieldSelector;
-pub use keying::{Change, ChangeKind};
 pub use object::{CachedObject, Meta, OwnerRef};
-pub use registry::{InformerRegistry, InformerTask};
+pub use registry::{InformerRegistry, InformerTask, InformerWatches};
 pub use selector::LabelSelector;
 pub use shared::SharedInformer;
 pub use spec::{
@@ -37,3 +41,4 @@ pub use spec::{
 pub use store::{ListQuery, Page};
 pub use tombstone::{MAX_TOMBSTONES, TOMBSTONE_TTL};
 pub use watch_progress::{WatchProgress, WatchProgressLayer};
+pub use writer::InformerWriter;

@@ -2,9 +2,11 @@
 //!
 //! Built in two steps so that nothing is watched before every queue is
 //! subscribed: [`InformerRegistry::build`] resolves each informer by
-//! discovery and subscribes the queues; [`InformerRegistry::start`] closes
-//! the gates of the informer-fed queues, opens one watch per informer, and
-//! opens each gate once all of that queue's informers have synced.
+//! discovery and subscribes the queues to its writer, giving back the
+//! registry (the readers, to share) and the [`InformerWatches`] (the
+//! writers, to start once): [`InformerWatches::start`] closes the gates of
+//! the informer-fed queues, moves each writer into its watch task, and opens
+//! each gate once all of that queue's informers have synced.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,29 +25,38 @@ use super::shared::SharedInformer;
 use super::spec::{InformerSpec, QueueBinding};
 use super::watch;
 use super::watch_progress::WatchProgress;
+use super::writer::InformerWriter;
 use crate::queue_registry::{Queue, QueueRegistry};
 
 /// The hold a queue carries until every informer it uses has synced.
 pub const CACHES_SYNCING: &str = "caches syncing";
 
+/// Every informer's read side by name.
 pub struct InformerRegistry {
     informers: HashMap<String, Arc<SharedInformer>>,
     /// Names in config order.
     names: Vec<String>,
-    /// Each informer-fed queue and the informers it waits for.
-    gated: Vec<(Queue, Vec<Arc<SharedInformer>>)>,
     /// The primary informer of each queue that has one, for Lease.object.
     primaries: HashMap<String, Arc<SharedInformer>>,
-    client: Option<Client>,
     /// Watches opened so far: one per informer, however many queues use it.
+    watches_opened: Arc<AtomicU64>,
+}
+
+/// Every informer's writer, its queues subscribed, waiting to be started.
+pub struct InformerWatches {
+    /// In config order.
+    writers: Vec<InformerWriter>,
+    /// Each informer-fed queue and the informers it waits for.
+    gated: Vec<(Queue, Vec<Arc<SharedInformer>>)>,
+    client: Option<Client>,
     watches_opened: Arc<AtomicU64>,
 }
 
 /// One of the informers' futures, for the caller to spawn and own.
 pub struct InformerTask {
-    /// What it does, for logs: "watch users", "resync users", "gate queue users".
+    /// What it does, for logs: "watch users", "gate queue users".
     pub name: String,
-    /// True for a watch or a resync timer, which end only when aborted; false
+    /// True for a watch, which ends only when aborted; false
     /// for a gate, which ends once its informers have synced.
     pub runs_until_aborted: bool,
     pub future: BoxFuture<'static, ()>,
@@ -57,23 +68,25 @@ impl InformerRegistry {
         InformerRegistry {
             informers: HashMap::new(),
             names: Vec::new(),
-            gated: Vec::new(),
             primaries: HashMap::new(),
-            client: None,
             watches_opened: Arc::new(AtomicU64::new(0)),
         }
     }
 
     /// Resolves each informer by discovery and subscribes the queues of
     /// `bindings` (queue name -> binding; every name is defined, as the
-    /// config checked). Watches nothing yet.
+    /// config checked). Watches nothing yet: that is the returned
+    /// [`InformerWatches`]' `start`.
     pub async fn build<'a>(
         client: Client,
         specs: &[InformerSpec],
         queues: &QueueRegistry,
         bindings: impl IntoIterator<Item = (&'a str, &'a QueueBinding)>,
-    ) -> Result<Self, InformerStartError> {
+    ) -> Result<(Self, InformerWatches), InformerStartError> {
         let mut registry = InformerRegistry::empty();
+        let mut watches = InformerWatches::none();
+        watches.watches_opened = registry.watches_opened.clone();
+        let mut writers = HashMap::new();
         for spec in specs {
             let gvk = GroupVersionKind::gvk(&spec.group, &spec.version, &spec.kind);
             let (resource, capabilities) =
@@ -90,9 +103,10 @@ impl InformerRegistry {
                     kind: spec.kind.clone(),
                 });
             }
-            let informer = Arc::new(SharedInformer::new(spec.clone(), resource, namespaced));
+            let writer = InformerWriter::new(spec.clone(), resource, namespaced);
             registry.names.push(spec.name.clone());
-            registry.informers.insert(spec.name.clone(), informer);
+            registry.informers.insert(spec.name.clone(), writer.informer().clone());
+            writers.insert(spec.name.clone(), writer);
         }
         for (queue_name, binding) in bindings {
             if binding.is_plain() {
@@ -100,28 +114,38 @@ impl InformerRegistry {
             }
             let queue =
                 queues.get(queue_name).ok_or_else(|| InformerStartError::UnknownQueue(queue_name.to_owned()))?;
-            registry.subscribe(queue, binding)?;
+            let informers = registry.subscribe(&mut writers, queue, binding)?;
+            watches.gated.push((queue.clone(), informers));
         }
-        registry.client = Some(client);
-        Ok(registry)
+        watches.writers = registry.names.iter().filter_map(|name| writers.remove(name)).collect();
+        watches.client = Some(client);
+        Ok((registry, watches))
     }
 
-    fn subscribe(&mut self, queue: &Queue, binding: &QueueBinding) -> Result<(), InformerStartError> {
-        let find = |name: &str| {
-            self.informers.get(name).cloned().ok_or_else(|| InformerStartError::UnknownInformer(name.into()))
+    /// Subscribes `queue` to the writers of its binding's informers; returns
+    /// the informers it waits for.
+    fn subscribe(
+        &mut self,
+        writers: &mut HashMap<String, InformerWriter>,
+        queue: &Queue,
+        binding: &QueueBinding,
+    ) -> Result<Vec<Arc<SharedInformer>>, InformerStartError> {
+        let primary = match binding.primary.as_deref() {
+            Some(name) => {
+                let primary = writer(writers, name)?;
+                primary.subscribe(Subscriber {
+                    queue: queue.clone(),
+                    role: Role::Primary,
+                    predicates: binding.predicates.clone(),
+                    priorities: binding.priorities,
+                });
+                self.primaries.insert(queue.name().to_string(), primary.informer().clone());
+                Some(primary.informer().clone())
+            }
+            None => None,
         };
-        let primary = binding.primary.as_deref().map(find).transpose()?;
-        if let Some(primary) = &primary {
-            primary.subscribe(Subscriber {
-                queue: queue.clone(),
-                role: Role::Primary,
-                predicates: binding.predicates.clone(),
-                priorities: binding.priorities,
-            });
-            self.primaries.insert(queue.name().to_string(), primary.clone());
-        }
         for trigger in &binding.triggers {
-            let (Some(primary), informer) = (&primary, find(&trigger.informer)?) else {
+            let (Some(primary), informer) = (&primary, writer(writers, &trigger.informer)?) else {
                 continue; // the config refuses triggers without a primary
             };
             informer.subscribe(Subscriber {
@@ -131,9 +155,9 @@ impl InformerRegistry {
                 priorities: binding.priorities,
             });
         }
-        let informers = binding.informers().into_iter().map(find).collect::<Result<_, _>>()?;
-        self.gated.push((queue.clone(), informers));
-        Ok(())
+        let waits_for =
+            |name: &str| self.get(name).cloned().ok_or_else(|| InformerStartError::UnknownInformer(name.into()));
+        binding.informers().into_iter().map(waits_for).collect()
     }
 
     /// Registers each informer's watch path with `progress`, whose layer is
@@ -144,52 +168,6 @@ impl InformerRegistry {
             let namespace = informer.spec().namespace.as_deref().filter(|_| informer.is_namespaced());
             progress.register(DynamicObject::url_path(informer.resource(), namespace), informer);
         }
-    }
-
-    /// Closes the gates of the informer-fed queues and returns what runs the
-    /// informers, for the caller to spawn and own: one watch per informer,
-    /// the resync timers, and for each gated queue a future that opens its
-    /// gate once its informers have synced.
-    pub async fn start(&self) -> Vec<InformerTask> {
-        let Some(client) = &self.client else { return Vec::new() };
-        for (queue, _) in &self.gated {
-            queue.set_hold(CACHES_SYNCING, true);
-        }
-        let mut tasks = Vec::new();
-        for name in &self.names {
-            let informer = self.informers[name].clone();
-            let streaming = watch::supports_streaming_lists(&informer, client.clone()).await;
-            self.watches_opened.fetch_add(1, Ordering::Relaxed);
-            tasks.push(InformerTask {
-                name: format!("watch {name}"),
-                runs_until_aborted: true,
-                future: watch::run(informer.clone(), client.clone(), streaming).boxed(),
-            });
-            if let Some(period) = informer.spec().resync {
-                tasks.push(InformerTask {
-                    name: format!("resync {name}"),
-                    runs_until_aborted: true,
-                    future: resync(informer, period).boxed(),
-                });
-            }
-        }
-        for (queue, informers) in &self.gated {
-            let (queue, informers) = (queue.clone(), informers.clone());
-            tasks.push(InformerTask {
-                name: format!("gate queue {}", queue.name()),
-                runs_until_aborted: false,
-                future: async move {
-                    for informer in &informers {
-                        let mut synced = informer.synced_watch();
-                        let _ = synced.wait_for(|s| *s).await;
-                    }
-                    queue.set_hold(CACHES_SYNCING, false);
-                    info!(queue = %queue.name(), "informers synced; queue hands out keys");
-                }
-                .boxed(),
-            });
-        }
-        tasks
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<SharedInformer>> {
@@ -230,12 +208,54 @@ impl InformerRegistry {
     }
 }
 
-/// Re-enqueues the informer's objects on its primary queues every `period`.
-async fn resync(informer: Arc<SharedInformer>, period: std::time::Duration) {
-    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticks.tick().await;
-        informer.resync();
+fn writer<'a>(
+    writers: &'a mut HashMap<String, InformerWriter>,
+    name: &str,
+) -> Result<&'a mut InformerWriter, InformerStartError> {
+    writers.get_mut(name).ok_or_else(|| InformerStartError::UnknownInformer(name.into()))
+}
+
+impl InformerWatches {
+    /// Nothing to watch: the standalone mode.
+    pub fn none() -> Self {
+        InformerWatches { writers: Vec::new(), gated: Vec::new(), client: None, watches_opened: Arc::default() }
+    }
+
+    /// Closes the gates of the informer-fed queues and returns what runs the
+    /// informers, for the caller to spawn and own: one watch per informer
+    /// (its resync timer inside), and for each gated queue a future that
+    /// opens its gate once its informers have synced.
+    pub async fn start(self) -> Vec<InformerTask> {
+        let Some(client) = &self.client else { return Vec::new() };
+        for (queue, _) in &self.gated {
+            queue.set_hold(CACHES_SYNCING, true);
+        }
+        let mut tasks = Vec::new();
+        for writer in self.writers {
+            let name = writer.informer().name().clone();
+            let streaming = watch::supports_streaming_lists(writer.informer(), client.clone()).await;
+            self.watches_opened.fetch_add(1, Ordering::Relaxed);
+            tasks.push(InformerTask {
+                name: format!("watch {name}"),
+                runs_until_aborted: true,
+                future: watch::run(writer, client.clone(), streaming).boxed(),
+            });
+        }
+        for (queue, informers) in self.gated {
+            tasks.push(InformerTask {
+                name: format!("gate queue {}", queue.name()),
+                runs_until_aborted: false,
+                future: async move {
+                    for informer in &informers {
+                        let mut synced = informer.synced_watch();
+                        let _ = synced.wait_for(|s| *s).await;
+                    }
+                    queue.set_hold(CACHES_SYNCING, false);
+                    info!(queue = %queue.name(), "informers synced; queue hands out keys");
+                }
+                .boxed(),
+            });
+        }
+        tasks
     }
 }

@@ -1,6 +1,7 @@
-//! The one watch of an informer: kube-runtime's `watcher` (streaming or paged lists, bookmarks, relist on 410, backoff) feeding a `SharedInformer`.
+//! The one watch of an informer: kube-runtime's `watcher` (streaming or paged lists, bookmarks, relist on 410, backoff) feeding the informer's `InformerWriter`, with its resync timer in the same task.
 
-use std::sync::Arc;
+use std::future::pending;
+use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
 use kube::api::{Api, DynamicObject, PartialObjectMeta, WatchEvent, WatchParams};
@@ -11,11 +12,14 @@ use tracing::{debug, info, warn};
 
 use super::backoff::WatchBackoff;
 use super::shared::SharedInformer;
+use super::writer::InformerWriter;
 
 /// Runs the informer's watch until the task is aborted. Errors are logged,
 /// mark the informer stale until the next success, and are retried after
-/// [`WatchBackoff`] (500 ms doubling to 5 s).
-pub async fn run(informer: Arc<SharedInformer>, client: Client, streaming: bool) {
+/// [`WatchBackoff`] (500 ms doubling to 5 s). The resync timer, when the
+/// spec has one, runs here too: the writer is this task's alone.
+pub async fn run(mut writer: InformerWriter, client: Client, streaming: bool) {
+    let informer = writer.informer().clone();
     let spec = informer.spec();
     let mut config = watcher::Config::default();
     if let Some(labels) = &spec.label_selector {
@@ -39,7 +43,7 @@ pub async fn run(informer: Arc<SharedInformer>, client: Client, streaming: bool)
     if spec.metadata_only {
         let api: Api<PartialObjectMeta<DynamicObject>> = api(&informer, client);
         let events = watcher::watcher(api, config).backoff(WatchBackoff::new());
-        feed(&informer, events, |meta: PartialObjectMeta<DynamicObject>| {
+        feed(&mut writer, events, |meta: PartialObjectMeta<DynamicObject>| {
             // The server sends kind PartialObjectMetadata; the object's own
             // apiVersion and kind are filled in by the informer's shaping.
             DynamicObject { types: None, metadata: meta.metadata, data: serde_json::Value::Object(Default::default()) }
@@ -47,7 +51,7 @@ pub async fn run(informer: Arc<SharedInformer>, client: Client, streaming: bool)
         .await;
     } else {
         let api: Api<DynamicObject> = api(&informer, client);
-        feed(&informer, watcher::watcher(api, config).backoff(WatchBackoff::new()), |o| o).await;
+        feed(&mut writer, watcher::watcher(api, config).backoff(WatchBackoff::new()), |o| o).await;
     }
 }
 
@@ -62,12 +66,24 @@ where
     }
 }
 
-async fn feed<K, S>(informer: &SharedInformer, events: S, convert: impl Fn(K) -> DynamicObject)
+async fn feed<K, S>(writer: &mut InformerWriter, events: S, convert: impl Fn(K) -> DynamicObject)
 where
     S: Stream<Item = Result<Event<K>, watcher::Error>>,
 {
+    let informer = writer.informer().clone();
     let mut events = std::pin::pin!(events);
-    while let Some(event) = events.next().await {
+    let mut resync = writer.informer().spec().resync.map(resync_ticks);
+    loop {
+        let event = tokio::select! {
+            event = events.next() => match event {
+                Some(event) => event,
+                None => return,
+            },
+            () = tick(&mut resync) => {
+                writer.resync();
+                continue;
+            }
+        };
         match &event {
             Ok(_) => informer.on_watch_progress(),
             Err(_) => informer.on_watch_error(),
@@ -75,17 +91,35 @@ where
         match event {
             Ok(Event::Init) => {
                 debug!(informer = %informer.name(), "list started");
-                informer.on_init();
+                writer.on_init();
             }
-            Ok(Event::InitApply(object)) => informer.on_listed(convert(object)),
+            Ok(Event::InitApply(object)) => writer.on_listed(convert(object)),
             Ok(Event::InitDone) => {
-                informer.on_list_done();
+                writer.on_list_done();
                 info!(informer = %informer.name(), objects = informer.len(), "informer synced");
             }
-            Ok(Event::Apply(object)) => informer.on_applied(convert(object)),
-            Ok(Event::Delete(object)) => informer.on_deleted(convert(object)),
+            Ok(Event::Apply(object)) => writer.on_applied(convert(object)),
+            Ok(Event::Delete(object)) => writer.on_deleted(convert(object)),
             Err(err) => warn!(informer = %informer.name(), %err, "watch failed; retrying with backoff"),
         }
+    }
+}
+
+/// Ticks every `period`, the first a period from now; a late tick delays
+/// the next rather than bunching.
+fn resync_ticks(period: Duration) -> tokio::time::Interval {
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks
+}
+
+/// The next resync tick; never, without a resync period.
+async fn tick(resync: &mut Option<tokio::time::Interval>) {
+    match resync {
+        Some(ticks) => {
+            ticks.tick().await;
+        }
+        None => pending().await,
     }
 }
 

@@ -104,11 +104,11 @@ mod tests {
     use tower::ServiceExt;
 
     use super::*;
-    use crate::informer::InformerSpec;
+    use crate::informer::{InformerSpec, InformerWriter};
 
     fn informer() -> Arc<SharedInformer> {
         let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
-        Arc::new(SharedInformer::new(InformerSpec::new("cms", "", "v1", "ConfigMap"), resource, true))
+        InformerWriter::new(InformerSpec::new("cms", "", "v1", "ConfigMap"), resource, true).informer().clone()
     }
 
     async fn call(progress: &WatchProgress, uri: &str, status: u16) {

@@ -99,22 +99,21 @@ mod tests {
     use prometheus_client::registry::Registry;
 
     use super::*;
-    use crate::informer::InformerSpec;
+    use crate::informer::{InformerSpec, InformerWriter};
 
     #[test]
     fn collector_should_expose_each_informers_changes_by_type_and_its_lists() {
         let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
-        let informer =
-            Arc::new(SharedInformer::new(InformerSpec::new("cms", "", "v1", "ConfigMap"), resource.clone(), true));
-        informer.on_init();
-        informer.on_list_done();
+        let mut writer = InformerWriter::new(InformerSpec::new("cms", "", "v1", "ConfigMap"), resource.clone(), true);
+        writer.on_init();
+        writer.on_list_done();
         for version in ["1", "2", "3"] {
             let mut object = DynamicObject::new("a", &resource).within("ns");
             object.metadata.resource_version = Some(version.into());
-            informer.on_applied(object);
+            writer.on_applied(object);
         }
         let mut registry = Registry::default();
-        registry.register_collector(Box::new(InformerCollector::new(vec![informer])));
+        registry.register_collector(Box::new(InformerCollector::new(vec![writer.informer().clone()])));
         let mut text = String::new();
         encode(&mut text, &registry).unwrap();
         for sample in [
@@ -133,7 +132,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn stale_seconds_should_count_from_the_first_failure_until_the_next_success() {
         let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
-        let informer = Arc::new(SharedInformer::new(InformerSpec::new("cms", "", "v1", "ConfigMap"), resource, true));
+        let writer = InformerWriter::new(InformerSpec::new("cms", "", "v1", "ConfigMap"), resource, true);
+        let informer = writer.informer();
         let mut registry = Registry::default();
         registry.register_collector(Box::new(InformerCollector::new(vec![informer.clone()])));
         let stale = |registry: &Registry| {

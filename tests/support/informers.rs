@@ -29,12 +29,12 @@ impl Sidecar {
         let queues =
             Arc::new(QueueRegistry::new(config.queues.iter().map(|q| (q.name.clone(), q.settings.clone()))).unwrap());
         let bindings = config.queues.iter().map(|q| (q.name.as_str(), &q.binding));
-        let informers = InformerRegistry::build(client.clone(), &config.informers, &queues, bindings)
+        let (informers, watches) = InformerRegistry::build(client.clone(), &config.informers, &queues, bindings)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         let informers = Arc::new(informers);
         let mut tasks = tokio::task::JoinSet::new();
-        for task in informers.start().await {
+        for task in watches.start().await {
             tasks.spawn(task.future);
         }
         Sidecar { queues, informers, tasks }

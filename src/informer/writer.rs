@@ -1,0 +1,239 @@
+//! `InformerWriter`: the one writer of an informer's cache, owned by its watch task; it stores what the watch sends and hands each change to the subscribed queues.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use kube::api::{ApiResource, DynamicObject};
+use tokio::time::Instant;
+use tracing::warn;
+
+use super::change::Change;
+use super::keying::{Role, Subscriber};
+use super::object::{CachedObject, Shaping};
+use super::shared::SharedInformer;
+use super::spec::InformerSpec;
+
+/// Where the informer is in its list/watch cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Listing for the first time: objects are InitialList events.
+    FirstList,
+    /// Relisting (after a 410 or a restart): objects are compared with the store.
+    Relist,
+    Watching,
+}
+
+pub struct InformerWriter {
+    informer: Arc<SharedInformer>,
+    shaping: Shaping,
+    phase: Phase,
+    /// Queues listening; all subscribed before the watch starts.
+    subscribers: Vec<Subscriber>,
+}
+
+impl InformerWriter {
+    /// A writer for a new, empty cache of `resource`.
+    pub fn new(spec: InformerSpec, resource: ApiResource, namespaced: bool) -> Self {
+        let shaping = Shaping::new(&resource, spec.strip_managed_fields, spec.indexes.clone());
+        InformerWriter {
+            informer: Arc::new(SharedInformer::new(spec, resource, namespaced)),
+            shaping,
+            phase: Phase::FirstList,
+            subscribers: Vec::new(),
+        }
+    }
+
+    /// The read side, for anyone to share.
+    pub fn informer(&self) -> &Arc<SharedInformer> {
+        &self.informer
+    }
+
+    pub fn subscribe(&mut self, subscriber: Subscriber) {
+        self.subscribers.push(subscriber);
+    }
+
+    /// A (re)list starts.
+    pub fn on_init(&mut self) {
+        if self.phase != Phase::FirstList {
+            self.phase = Phase::Relist;
+        }
+        self.informer.store_mut().begin_relist();
+    }
+
+    /// One object of a (re)list.
+    pub fn on_listed(&mut self, object: DynamicObject) {
+        let Some(new) = self.shape(object) else { return };
+        let old = self.informer.store_mut().apply(new.clone());
+        match (&old, self.phase == Phase::FirstList) {
+            (_, true) => self.deliver(Change::InitialList { new: &new }),
+            (None, false) => self.deliver(Change::Added { new: &new }),
+            (Some(old), false) if old.meta.resource_version != new.meta.resource_version => {
+                self.deliver(Change::Updated { old, new: &new })
+            }
+            (Some(_), false) => {}
+        }
+    }
+
+    /// The (re)list is complete: objects it did not list were deleted meanwhile.
+    pub fn on_list_done(&mut self) {
+        let deleted = self.informer.store_mut().end_relist(Instant::now());
+        for last in &deleted {
+            self.deliver(Change::Deleted { last });
+        }
+        self.phase = Phase::Watching;
+        self.informer.counters().lists_done.fetch_add(1, Ordering::Relaxed);
+        self.informer.mark_synced();
+    }
+
+    /// A watch event: created or changed.
+    pub fn on_applied(&mut self, object: DynamicObject) {
+        let Some(new) = self.shape(object) else { return };
+        let old = self.informer.store_mut().apply(new.clone());
+        match &old {
+            None => self.deliver(Change::Added { new: &new }),
+            Some(old) => self.deliver(Change::Updated { old, new: &new }),
+        }
+    }
+
+    /// A watch event: deleted; `object` is its final state.
+    pub fn on_deleted(&mut self, object: DynamicObject) {
+        let Some(last) = self.shape(object) else { return };
+        self.informer.store_mut().delete(last.clone(), Instant::now());
+        self.deliver(Change::Deleted { last: &last });
+    }
+
+    /// Re-enqueues every cached object on the primary queues (reason Resync);
+    /// nothing before the first list is done.
+    pub fn resync(&self) {
+        if !self.informer.is_synced() {
+            return;
+        }
+        let keys = self.informer.keys();
+        for subscriber in &self.subscribers {
+            if matches!(subscriber.role, Role::Primary) {
+                self.note_refused(subscriber.resync(self.informer.name(), &keys));
+            }
+        }
+    }
+
+    fn shape(&self, object: DynamicObject) -> Option<Arc<CachedObject>> {
+        match self.shaping.shape(object) {
+            Ok(object) => {
+                if let Some(version) = object.meta.numeric_resource_version() {
+                    self.informer.saw_version(version);
+                }
+                Some(Arc::new(object))
+            }
+            Err(err) => {
+                self.informer.counters().dropped.fetch_add(1, Ordering::Relaxed);
+                warn!(informer = %self.informer.name(), %err, "object not stored: cannot serialize it");
+                None
+            }
+        }
+    }
+
+    /// Delivers a change to every subscriber; called with no store lock held,
+    /// since a trigger's index lookup may read this very store.
+    fn deliver(&self, change: Change<'_>) {
+        let name = self.informer.name();
+        let refused: u64 = self.subscribers.iter().map(|subscriber| subscriber.deliver(name, change)).sum();
+        self.note_refused(refused);
+        // After the loop: a count of N means every queue's Add returned for N
+        // changes (refused keys are counted apart, in `refused`).
+        self.informer.counters().changes.count(change.kind());
+    }
+
+    /// Counts keys the queues refused and warns, on the 1st, 2nd, 4th, 8th,
+    /// ... refusal, so a queue shutting down under a flood of events logs a
+    /// handful of lines, not one per event.
+    fn note_refused(&self, refused: u64) {
+        if refused == 0 {
+            return;
+        }
+        let before = self.informer.counters().refused.fetch_add(refused, Ordering::Relaxed);
+        let after = before.saturating_add(refused);
+        if before.checked_ilog2() != after.checked_ilog2() {
+            warn!(
+                informer = %self.informer.name(),
+                refused_total = after,
+                "keys from this informer were refused by a queue that is shutting down (counted in \
+                 workqueue_sidecar_informer_keys_refused_total)"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::GroupVersionKind;
+
+    use super::super::change::ChangeKind;
+    use super::*;
+
+    fn writer() -> InformerWriter {
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
+        InformerWriter::new(InformerSpec::new("cms", "", "v1", "ConfigMap"), resource, true)
+    }
+
+    fn config_map(name: &str, resource_version: &str) -> DynamicObject {
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
+        let mut object = DynamicObject::new(name, &resource).within("ns");
+        object.metadata.resource_version = Some(resource_version.into());
+        object
+    }
+
+    #[tokio::test]
+    async fn keys_a_shutting_down_queue_refuses_should_be_counted_apart_and_never_by_max_keys() {
+        use crate::queue::QueueSettings;
+        let mut informer = writer();
+        let settings = QueueSettings { max_keys: Some(1), ..QueueSettings::default() };
+        let queue = crate::queue_registry::Queue::new("q", settings).unwrap();
+        informer.subscribe(Subscriber {
+            queue: queue.clone(),
+            role: Role::Primary,
+            predicates: Vec::new(),
+            priorities: Default::default(),
+        });
+        informer.on_init();
+        for name in ["a", "b", "c"] {
+            informer.on_listed(config_map(name, "1"));
+        }
+        informer.on_list_done();
+        assert_eq!(queue.counts().ready, 3, "max_keys 1 refused no key of the list");
+        assert_eq!(informer.informer().keys_refused(), 0);
+        queue.shut_down();
+        informer.on_applied(config_map("d", "2"));
+        informer.resync();
+        assert_eq!(informer.informer().keys_refused(), 1 + 4, "the event's key, then the resync's four (d is cached)");
+        assert_eq!(counts(&informer), [3, 1, 0, 0], "changes still counted as handed over");
+    }
+
+    fn counts(writer: &InformerWriter) -> [u64; 4] {
+        ChangeKind::ALL.map(|kind| writer.informer().changes(kind))
+    }
+
+    #[test]
+    fn changes_should_be_counted_by_kind_and_a_relist_only_for_what_changed() {
+        let mut informer = writer();
+        informer.on_init();
+        informer.on_listed(config_map("a", "1"));
+        informer.on_listed(config_map("b", "2"));
+        informer.on_list_done();
+        assert_eq!(counts(&informer), [2, 0, 0, 0], "[initial_list, added, updated, deleted]");
+
+        informer.on_applied(config_map("c", "3"));
+        informer.on_applied(config_map("a", "4"));
+        informer.on_applied(config_map("a", "5"));
+        informer.on_deleted(config_map("b", "6"));
+        assert_eq!(counts(&informer), [2, 1, 2, 1]);
+
+        // A relist: "a" unchanged, "c" changed, "d" new, and nothing deleted meanwhile.
+        informer.on_init();
+        informer.on_listed(config_map("a", "5"));
+        informer.on_listed(config_map("c", "7"));
+        informer.on_listed(config_map("d", "8"));
+        informer.on_list_done();
+        assert_eq!(counts(&informer), [2, 2, 3, 1]);
+        assert_eq!(informer.informer().lists_done(), 2);
+    }
+}
