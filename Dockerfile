@@ -31,20 +31,20 @@ WORKDIR /src
 #    stand-in; after the build this crate's own artifacts are removed so the
 #    real sources cannot look up to date.
 COPY Cargo.toml Cargo.lock ./
-RUN mkdir -p src benches \
+RUN mkdir -p src bench/rust \
     && printf 'fn main() {}\n' > src/main.rs \
     && printf '\n' > src/lib.rs \
     && printf 'fn main() {}\n' > build.rs \
     && sed -n '/^\[\[bench\]\]/,/^name/ s/^name = "\(.*\)"/\1/p' Cargo.toml > /tmp/benches \
-    && while read -r bench; do printf 'fn main() {}\n' > "benches/$bench.rs"; done < /tmp/benches \
+    && while read -r bench; do printf 'fn main() {}\n' > "bench/rust/$bench.rs"; done < /tmp/benches \
     && cargo build --release --locked --bin workqueue-sidecar \
     && cargo clean --release --package workqueue-sidecar \
-    && rm -rf src benches build.rs
+    && rm -rf src bench build.rs
 
 # 2. The crate itself. build.rs compiles proto/ with protox (no protoc).
 COPY build.rs ./
 COPY proto ./proto
-COPY benches ./benches
+COPY bench/rust ./bench/rust
 COPY src ./src
 RUN cargo build --release --locked --bin workqueue-sidecar \
     && install -D -m 0755 target/release/workqueue-sidecar /out/workqueue-sidecar

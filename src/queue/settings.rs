@@ -6,7 +6,7 @@ use super::rate_limit::RateLimiterSpec;
 use super::settings_error::{SettingsError, check_duration};
 
 /// The default `max_keys`: a key costs about 380 bytes plus its text (383
-/// bytes per 21-byte key measured by `benches/scale` at 1,000,000 keys), so a
+/// bytes per 21-byte key measured by `bench/rust/scale` at 1,000,000 keys), so a
 /// full queue takes about 95 MiB, within the deploy's 512 MiB limit with room
 /// for the informer caches.
 pub const DEFAULT_MAX_KEYS: usize = 250_000;

@@ -1,4 +1,4 @@
-module workqueue-sidecar/hack/bench/queue-go
+module workqueue-sidecar/bench/queue-go
 
 go 1.25.0
 

@@ -1,6 +1,6 @@
 # shellcheck shell=bash disable=SC2034 # sets variables for the scripts that source it
-# What the hack/bench-* scripts share: sourced (after `cd` to the repository
-# root) as `. hack/bench/lib.sh NAME`, NAME prefixing their log lines.
+# What the bench/* scripts share: sourced (after `cd` to the repository
+# root) as `. bench/lib.sh NAME`, NAME prefixing their log lines.
 #
 # Sets CACHE_DIR, exports CARGO_TARGET_DIR (both outside the clone, as
 # hack/test does) and RAW (WQS_BENCH_RAW or /dev/null, emptied), then defines
@@ -105,4 +105,4 @@ stop_sidecar() {
 
 # summary SECTION FILE: the figures of FILE as the report shows them (median
 # (min-max) per figure and program, then the section's targets).
-summary() { python3 hack/bench/report/render.py --summary "$1" --raw "$2"; }
+summary() { python3 bench/report/render.py --summary "$1" --raw "$2"; }

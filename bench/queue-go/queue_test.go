@@ -1,10 +1,10 @@
 package queuebench
 
-// Shapes (a), (c), (d) and (e) of benches/queue.rs for client-go's workqueue
+// Shapes (a), (c), (d) and (e) of bench/rust/queue.rs for client-go's workqueue
 // (a plain FIFO with client-go's default controller rate limiter) and
 // controller-runtime's priority queue, through their public APIs only.
 //
-// Both peers are built unnamed (no metrics), like benches/queue.rs builds our
+// Both peers are built unnamed (no metrics), like bench/rust/queue.rs builds our
 // queue without an observer: the queue cores are compared, not metrics.
 //
 //	GOMAXPROCS=2 go test -bench . -benchtime 1s
@@ -82,7 +82,7 @@ func keys(n int) []string {
 }
 
 // (a) Add 1,000 keys, then Get and Done each (one goroutine; a fresh queue
-// per iteration, as benches/queue.rs does).
+// per iteration, as bench/rust/queue.rs does).
 func BenchmarkA_AddGetDone(b *testing.B) {
 	ks := keys(1000)
 	for _, p := range peers {
@@ -156,7 +156,7 @@ func oneProducerRun(q queue, ks []string, consumers int) time.Duration {
 // (d) Wake latency: a consumer goroutine waits in Get; the producer sleeps
 // 50 µs (so the consumer has parked), then adds one key; the time from just
 // before the Add until Get returns. One sample per iteration: run with
-// -benchtime 20000x to match benches/queue.rs's 20,000 samples.
+// -benchtime 20000x to match bench/rust/queue.rs's 20,000 samples.
 func BenchmarkD_WakeLatency(b *testing.B) {
 	for _, p := range peers {
 		b.Run(p.name, func(b *testing.B) {
@@ -203,7 +203,7 @@ func BenchmarkD_WakeLatency(b *testing.B) {
 // (e) A fresh key behind a backlog of 100,000 keys: the time from its Add
 // until a Get hands it out (plus its Done), one consumer taking keys as fast
 // as it can. controller-runtime: backlog at priority -100 (added once), the
-// fresh key at 0, as benches/queue.rs does with ours. client-go: one FIFO,
+// fresh key at 0, as bench/rust/queue.rs does with ours. client-go: one FIFO,
 // so the consumer drains the whole backlog (Get + Done each) before it gets
 // the fresh key; the backlog is refilled before each iteration, untimed.
 func BenchmarkE_FreshKeyBehindBacklog(b *testing.B) {

@@ -12,7 +12,7 @@ from headline import headline  # noqa: E402
 import render  # noqa: E402
 from verdict import check  # noqa: E402
 
-DATA = """# command: WQS_BENCH_RUNS=3 hack/bench-informer
+DATA = """# command: WQS_BENCH_RUNS=3 bench/informer
 # runs: 3
 # machine: test machine
 # versions: test versions
@@ -64,7 +64,7 @@ class ReportTest(unittest.TestCase):
 
     def test_document_shows_missing_sections_and_the_why_of_a_miss(self):
         text = render.render(self.dir, None)
-        self.assertIn("**Not measured yet**: run `hack/bench-all --only remote`", text)
+        self.assertIn("**Not measured yet**: run `bench/all --only remote`", text)
         self.assertIn("0.400 (0.300–0.500)", text)
         self.assertIn("Why the misses:", text)
         self.assertIn("Machine: test machine.", text)

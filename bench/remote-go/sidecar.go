@@ -11,7 +11,7 @@ import (
 )
 
 // sidecarSide is the remote worker: the queue and the informer live in a
-// running sidecar (started by hack/bench-remote, ready by its /readyz), and
+// running sidecar (started by bench/remote, ready by its /readyz), and
 // this process only runs the Go client's Queue.Run, which holds one Work
 // stream with a window of o.workers leases.
 type sidecarSide struct {

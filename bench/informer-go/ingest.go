@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 )
 
-// ingest is the client-go side of hack/bench-ingest: what a controller built
+// ingest is the client-go side of bench/ingest: what a controller built
 // on client-go runs, a SharedInformer whose event handler keys every event
 // and Adds the key to a rate-limiting workqueue. Nothing takes keys from the
 // queue, as nothing takes them from the sidecar's queue in the benchmark.
@@ -98,7 +98,7 @@ func ingest(client *kubernetes.Clientset, namespace string, start time.Time, exp
 	}
 }
 
-// patch is the driver of hack/bench-ingest: it sets the annotation
+// patch is the driver of bench/ingest: it sets the annotation
 // bench-ingest/round=ROUND on cm-00000 ... cm-<count-1> with a merge patch
 // each, from `workers` goroutines, and prints
 // "patched objects=N first_us=T0 last_us=T1 seconds=S": T0 just before the

@@ -1,10 +1,10 @@
-//! Machine-readable figures for the `hack/bench-*` scripts: one `wqs-raw` line per figure.
+//! Machine-readable figures for the `bench/*` scripts: one `wqs-raw` line per figure.
 //!
 //! With `WQS_BENCH_MACHINE` set, [`record`] prints
 //! `wqs-raw<TAB>metric<TAB>variant<TAB>value` on stdout, next to the
 //! markdown table the bench prints for people. The script adds the program
 //! and the run number and hands the lines to the report generator
-//! (`hack/bench/report`), so no figure in docs/benchmarks.md is copied by hand.
+//! (`bench/report`), so no figure in docs/benchmarks.md is copied by hand.
 
 #![allow(dead_code)] // Each bench uses the part of this helper it needs.
 

@@ -3,7 +3,7 @@
 //! `cargo bench --bench queue` runs them all; figures go to docs/benchmarks.md.
 //! (d) prints add-to-get wake latency percentiles, which Criterion does not
 //! report, after the Criterion groups; with `WQS_BENCH_MACHINE=1` also as a
-//! machine-readable `wqs-bench` line (for hack/bench-queue).
+//! machine-readable `wqs-bench` line (for bench/queue).
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -203,7 +203,7 @@ fn wake_latency(samples: usize) {
         pct(0.999),
         sorted[sorted.len() - 1]
     );
-    // hack/bench-queue reads this line (Criterion's groups it reads from
+    // bench/queue reads this line (Criterion's groups it reads from
     // the estimates Criterion writes under $CRITERION_HOME).
     if std::env::var_os("WQS_BENCH_MACHINE").is_some() {
         println!(

@@ -1,7 +1,7 @@
-// Command informer-go is the client-go peer of hack/bench-informer and
-// hack/bench-ingest: a SharedInformer on ConfigMaps, timed from process start to
+// Command informer-go is the client-go peer of bench/informer and
+// bench/ingest: a SharedInformer on ConfigMaps, timed from process start to
 // HasSynced, a populate mode that creates the ConfigMaps the benchmarks list,
-// and, for hack/bench-ingest, a patch driver and a metric poller.
+// and, for bench/ingest, a patch driver and a metric poller.
 //
 //	informer-go -kubeconfig FILE -namespace NS populate -count 10000 -size 1024
 //	informer-go -kubeconfig FILE -namespace NS sync

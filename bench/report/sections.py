@@ -25,11 +25,11 @@ QUEUE_WHY_PER_ITEM = (
 QUEUE = Section(
     key="queue",
     title="Queue core: against client-go's workqueue and controller-runtime's priority queue",
-    command="hack/bench-queue",
+    command="bench/queue",
     about=(
-        "Our queue (`benches/queue.rs`, Criterion, a 2-thread tokio runtime, the sidecar's `Arc<str>` keys and "
+        "Our queue (`bench/rust/queue.rs`, Criterion, a 2-thread tokio runtime, the sidecar's `Arc<str>` keys and "
         "default settings) against client-go's workqueue and controller-runtime's priority queue "
-        "(`hack/bench/queue-go`, Go benchmarks, `GOMAXPROCS=2`), the two sides alternating within the run. "
+        "(`bench/queue-go`, Go benchmarks, `GOMAXPROCS=2`), the two sides alternating within the run. "
         "Shapes: (a) Add 1,000 keys, then Get + Done each, per key; (c) one producer and N consumers, "
         "20,000 items, per item; (d) wake latency, from Add after the consumer parked until its Get returns; "
         "(e) a fresh key behind 100,000 queued keys, from Add until it is handed out. client-go's queue is "
@@ -68,9 +68,9 @@ QUEUE = Section(
 GRPC = Section(
     key="grpc",
     title="The sidecar over gRPC (no peer: issue 3's targets)",
-    command="hack/bench-cargo grpc_load",
+    command="bench/cargo grpc_load",
     about=(
-        "`benches/grpc_load.rs` starts the release binary (standalone queue, `--tcp 127.0.0.1:0`) for each "
+        "`bench/rust/grpc_load.rs` starts the release binary (standalone queue, `--tcp 127.0.0.1:0`) for each "
         "measurement and drives it from a tonic client on the same machine, client and server sharing the two "
         "cores as they would in a pod. Throughputs are 3 s each with a filler keeping 20,000+ keys queued. "
         "Lease latency is from the lease's `enqueued_at` (stamped by the sidecar when the key became "
@@ -103,12 +103,12 @@ GRPC = Section(
 INFORMER = Section(
     key="informer",
     title="Informers: against a client-go SharedInformer",
-    command="hack/bench-informer",
+    command="bench/informer",
     about=(
         "Memory and time to sync 10,000 ConfigMaps of 1 KiB of data (about 1.5 KiB of JSON each with "
         "managedFields), each program with its defaults: the sidecar binary (one informer plus a queue with it as "
         "primary, so it also queues 10,000 keys) against a client-go `SharedInformerFactory` program "
-        "(`hack/bench/informer-go`), and the same program asking for JSON (`client-go-json`), the sidecar's wire "
+        "(`bench/informer-go`), and the same program asking for JSON (`client-go-json`), the sidecar's wire "
         "format, where client-go's default for built-in kinds is protobuf; the three take turns against the same "
         "local control plane, all with a streaming list. Time is from just before the process starts to the "
         "wall-clock time each writes on its \"synced\" line, so it includes process start and discovery; RSS is "
@@ -153,11 +153,11 @@ REMOTE_WHY_DISPATCH = (
 REMOTE = Section(
     key="remote",
     title="The remote cost: the sidecar and the Go client against a controller-runtime controller",
-    command="hack/bench-remote",
+    command="bench/remote",
     about=(
         "A no-op reconciler behind the sidecar, run by the Go client's streaming `Queue.Run`, against a "
         "controller-runtime controller with a no-op reconciler in one process (its defaults: the priority queue), "
-        "both with 4 workers, on the local control plane, each run in a fresh namespace (`hack/bench/remote-go`; "
+        "both with 4 workers, on the local control plane, each run in a fresh namespace (`bench/remote-go`; "
         "the same creator and the same measurement code for both). Once the side reconciles a probe object, the "
         "program creates the ConfigMaps from 8 goroutines with no client-side rate limit. `total`: first Create "
         "sent until the last object's first reconcile; `create`: the creators alone, the ceiling the API server "
@@ -197,9 +197,9 @@ REMOTE = Section(
 SCALE = Section(
     key="scale",
     title="Scale: 1,000,000 keys and 1,000 long polls (no peer)",
-    command="hack/bench-cargo scale",
+    command="bench/cargo scale",
     about=(
-        "`benches/scale.rs` against the release binary: one queue filled with 1,000,000 keys by unary Adds "
+        "`bench/rust/scale.rs` against the release binary: one queue filled with 1,000,000 keys by unary Adds "
         "of 10,000 (memory per key from the sidecar's RSS before and after); unary Get latency with that "
         "backlog queued; a fresh priority-10 key behind it, from a unary Add until a unary Get returns it; "
         "then 1,000 concurrent long-poll Gets on 10 channels (the sidecar's RSS with them parked) released by "
@@ -220,11 +220,11 @@ SCALE = Section(
 INGEST = Section(
     key="ingest",
     title="Event ingest: 100,000 objects, against client-go",
-    command="hack/bench-ingest",
+    command="bench/ingest",
     about=(
         "100,000 ConfigMaps of 256 bytes in one namespace of the local control plane: the sidecar (an informer and "
         "a queue with it as primary) against a client-go SharedInformer program that also keys each event and "
-        "adds it to a client-go workqueue, as the sidecar does (`hack/bench/informer-go ingest`), and the same program "
+        "adds it to a client-go workqueue, as the sidecar does (`bench/informer-go ingest`), and the same program "
         "asking for JSON (`client-go-json`), the sidecar's wire format, taking turns. "
         "`sync` is the initial list, as in the informer section. Then a driver patches every object, 32 requests "
         "in flight: `patch` is the driver's own time, the ceiling the API server sets; `ingest` is from the first "

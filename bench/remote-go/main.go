@@ -1,4 +1,4 @@
-// Command remote-go is both sides of hack/bench-remote (issue 8 part 2, "the
+// Command remote-go is both sides of bench/remote (issue 8 part 2, "the
 // remote cost"): a no-op reconciler on ConfigMaps, either in-process with
 // controller-runtime or as a remote worker of a running workqueue-sidecar
 // through the Go client's Work stream. Both modes share the creator and the

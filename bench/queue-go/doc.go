@@ -1,3 +1,3 @@
 // Package queuebench benchmarks client-go's workqueue and controller-runtime's
-// priority queue on the same shapes as benches/queue.rs (issue 8, part 1).
+// priority queue on the same shapes as bench/rust/queue.rs (issue 8, part 1).
 package queuebench
