@@ -21,9 +21,18 @@ pub struct QueueRegistry {
     names: Vec<String>,
 }
 
+/// A queue that could not be created: one of its settings is unusable.
+#[derive(Debug, thiserror::Error)]
+#[error("queue {queue}: {source}")]
+pub struct QueueCreateError {
+    pub queue: String,
+    #[source]
+    pub source: SettingsError,
+}
+
 impl QueueRegistry {
     /// Creates each queue (and its timer task); needs a tokio runtime.
-    pub fn new(queues: impl IntoIterator<Item = (String, QueueSettings)>) -> Result<Self, SettingsError> {
+    pub fn new(queues: impl IntoIterator<Item = (String, QueueSettings)>) -> Result<Self, QueueCreateError> {
         Self::observed(queues, |_| Arc::new(NoObserver))
     }
 
@@ -31,10 +40,11 @@ impl QueueRegistry {
     pub fn observed(
         queues: impl IntoIterator<Item = (String, QueueSettings)>,
         observer_for: impl Fn(&str) -> Arc<dyn QueueObserver>,
-    ) -> Result<Self, SettingsError> {
+    ) -> Result<Self, QueueCreateError> {
         let mut registry = QueueRegistry { queues: HashMap::new(), names: Vec::new() };
         for (name, settings) in queues {
-            let queue = WorkQueue::with_observer(name.as_str(), settings, observer_for(&name))?;
+            let queue = WorkQueue::with_observer(name.as_str(), settings, observer_for(&name))
+                .map_err(|source| QueueCreateError { queue: name.clone(), source })?;
             registry.names.push(name.clone());
             registry.queues.insert(name, queue);
         }

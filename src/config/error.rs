@@ -37,9 +37,12 @@ pub enum ConfigError {
     NoQueues { file: String },
     /// Every value decoded, but the queue cannot work with one of them
     /// (for example an exponential `max` below its `base`).
-    #[error("{file}: {source}")]
+    #[error("{file}: {path}.{source}")]
     Setting {
         file: String,
+        /// Where in the file the settings are (`queues.orders`); the
+        /// source names the field within them.
+        path: String,
         #[source]
         source: SettingsError,
     },
@@ -196,7 +199,8 @@ mod tests {
     fn setting_error_should_name_the_file_and_the_setting() {
         let error = ConfigError::Setting {
             file: "c.yaml".into(),
-            source: SettingsError::new("queues.a.max_wait", "must be greater than zero"),
+            path: "queues.a".into(),
+            source: SettingsError::new("max_wait", "must be greater than zero"),
         };
         assert_eq!(error.to_string(), "c.yaml: queues.a.max_wait: must be greater than zero");
         assert_eq!(error.file(), "c.yaml");

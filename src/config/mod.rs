@@ -89,10 +89,11 @@ impl Config {
                 .into_iter()
                 .map(|entry| {
                     let name = entry.name;
-                    entry
-                        .settings
-                        .validate(&format!("queues.{name}"))
-                        .map_err(|source| ConfigError::Setting { file: origin.to_owned(), source })?;
+                    entry.settings.validate().map_err(|source| ConfigError::Setting {
+                        file: origin.to_owned(),
+                        path: format!("queues.{name}"),
+                        source,
+                    })?;
                     check_binding(&name, &entry.binding, &informers).map_err(|(field, problem)| {
                         ConfigError::Field { file: origin.to_owned(), field, problem, position: None }
                     })?;
@@ -567,11 +568,11 @@ queues:
     fn config_should_carry_the_queue_path_of_a_domain_validation_error() {
         let yaml = "queues:\n  orders:\n    rate_limiter:\n      exponential: { base: 1s, max: 5ms }\n";
         let err = parse_err(yaml);
-        let ConfigError::Setting { file, source } = &err else {
+        let ConfigError::Setting { file, path, source } = &err else {
             panic!("expected a setting error, got {err:?}");
         };
         assert_eq!(file, FILE);
-        assert_eq!(source.setting, "queues.orders.rate_limiter.exponential.max");
+        assert_eq!((path.as_str(), source.field.as_str()), ("queues.orders", "rate_limiter.exponential.max"));
         assert!(
             err.to_string().starts_with(
                 "deploy/examples/bad.yaml: queues.orders.rate_limiter.exponential.max: must be at least base"

@@ -39,28 +39,28 @@ impl Default for RateLimiterSpec {
 }
 
 impl RateLimiterSpec {
-    /// Checks every value; the error names the offending setting below `path`.
-    pub fn validate(&self, path: &str) -> Result<(), SettingsError> {
+    /// Checks every value; the error names the field (`exponential.max`, `max_of[1].bucket.qps`).
+    pub fn validate(&self) -> Result<(), SettingsError> {
         match self {
             RateLimiterSpec::Exponential { base, max } => {
-                check_duration(&format!("{path}.exponential.base"), *base)?;
-                check_duration(&format!("{path}.exponential.max"), *max)?;
+                check_duration("exponential.base", *base)?;
+                check_duration("exponential.max", *max)?;
                 if base.is_zero() {
-                    return Err(SettingsError::new(format!("{path}.exponential.base"), "must be greater than zero"));
+                    return Err(SettingsError::new("exponential.base", "must be greater than zero"));
                 }
                 if max < base {
                     return Err(SettingsError::new(
-                        format!("{path}.exponential.max"),
+                        "exponential.max",
                         format!("must be at least base ({base:?}), got {max:?}"),
                     ));
                 }
             }
             RateLimiterSpec::FastSlow { fast, slow, fast_attempts: _ } => {
-                check_duration(&format!("{path}.fast_slow.fast"), *fast)?;
-                check_duration(&format!("{path}.fast_slow.slow"), *slow)?;
+                check_duration("fast_slow.fast", *fast)?;
+                check_duration("fast_slow.slow", *slow)?;
                 if slow < fast {
                     return Err(SettingsError::new(
-                        format!("{path}.fast_slow.slow"),
+                        "fast_slow.slow",
                         format!("must be at least fast ({fast:?}), got {slow:?}"),
                     ));
                 }
@@ -68,28 +68,28 @@ impl RateLimiterSpec {
             RateLimiterSpec::Bucket { qps, burst } => {
                 if !qps.is_finite() || *qps <= 0.0 {
                     return Err(SettingsError::new(
-                        format!("{path}.bucket.qps"),
+                        "bucket.qps",
                         format!("must be a finite number greater than zero, got {qps}"),
                     ));
                 }
                 if *burst == 0 {
-                    return Err(SettingsError::new(format!("{path}.bucket.burst"), "must be at least 1"));
+                    return Err(SettingsError::new("bucket.burst", "must be at least 1"));
                 }
             }
             RateLimiterSpec::MaxOf(members) => {
                 if members.is_empty() {
-                    return Err(SettingsError::new(format!("{path}.max_of"), "needs at least one limiter"));
+                    return Err(SettingsError::new("max_of", "needs at least one limiter"));
                 }
                 for (i, member) in members.iter().enumerate() {
-                    member.validate(&format!("{path}.max_of[{i}]"))?;
+                    member.validate().map_err(|err| err.under(&format!("max_of[{i}]")))?;
                 }
             }
             RateLimiterSpec::MaxDelay { limiter, max } => {
-                check_duration(&format!("{path}.max_delay.max"), *max)?;
+                check_duration("max_delay.max", *max)?;
                 if max.is_zero() {
-                    return Err(SettingsError::new(format!("{path}.max_delay.max"), "must be greater than zero"));
+                    return Err(SettingsError::new("max_delay.max", "must be greater than zero"));
                 }
-                limiter.validate(&format!("{path}.max_delay.limiter"))?;
+                limiter.validate().map_err(|err| err.under("max_delay.limiter"))?;
             }
         }
         Ok(())
@@ -284,7 +284,7 @@ mod tests {
     #[test]
     fn validate_should_refuse_durations_past_the_maximum() {
         let spec = RateLimiterSpec::Exponential { base: Duration::from_secs(3600 * 1_000_000_000), max: Duration::MAX };
-        assert_eq!(spec.validate("r").unwrap_err().setting, "r.exponential.base");
+        assert_eq!(spec.validate().unwrap_err().field, "exponential.base");
     }
 
     #[test]
@@ -303,10 +303,10 @@ mod tests {
             RateLimiterSpec::Exponential { base: ms(5), max: ms(10) },
             RateLimiterSpec::Bucket { qps: -1.0, burst: 10 },
         ]);
-        let err = spec.validate("rate_limiter").unwrap_err();
-        assert_eq!(err.setting, "rate_limiter.max_of[1].bucket.qps");
-        assert!(RateLimiterSpec::default().validate("rate_limiter").is_ok());
-        let err = RateLimiterSpec::Exponential { base: ms(10), max: ms(5) }.validate("r").unwrap_err();
-        assert_eq!(err.setting, "r.exponential.max");
+        let err = spec.validate().unwrap_err();
+        assert_eq!(err.field, "max_of[1].bucket.qps");
+        assert!(RateLimiterSpec::default().validate().is_ok());
+        let err = RateLimiterSpec::Exponential { base: ms(10), max: ms(5) }.validate().unwrap_err();
+        assert_eq!(err.field, "exponential.max");
     }
 }

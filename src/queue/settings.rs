@@ -42,27 +42,27 @@ impl Default for QueueSettings {
 }
 
 impl QueueSettings {
-    /// Checks every value; errors name the setting as `path.field`.
-    pub fn validate(&self, path: &str) -> Result<(), SettingsError> {
-        check_duration(&format!("{path}.lease_ttl"), self.lease_ttl)?;
-        check_duration(&format!("{path}.max_lease_ttl"), self.max_lease_ttl)?;
-        check_duration(&format!("{path}.max_wait"), self.max_wait)?;
+    /// Checks every value; errors name the field (`max_wait`, `rate_limiter.bucket.qps`).
+    pub fn validate(&self) -> Result<(), SettingsError> {
+        check_duration("lease_ttl", self.lease_ttl)?;
+        check_duration("max_lease_ttl", self.max_lease_ttl)?;
+        check_duration("max_wait", self.max_wait)?;
         if self.lease_ttl.is_zero() {
-            return Err(SettingsError::new(format!("{path}.lease_ttl"), "must be greater than zero"));
+            return Err(SettingsError::new("lease_ttl", "must be greater than zero"));
         }
         if self.max_lease_ttl < self.lease_ttl {
             return Err(SettingsError::new(
-                format!("{path}.max_lease_ttl"),
+                "max_lease_ttl",
                 format!("must be at least lease_ttl ({:?}), got {:?}", self.lease_ttl, self.max_lease_ttl),
             ));
         }
         if self.max_wait.is_zero() {
-            return Err(SettingsError::new(format!("{path}.max_wait"), "must be greater than zero"));
+            return Err(SettingsError::new("max_wait", "must be greater than zero"));
         }
         if self.max_keys == Some(0) {
-            return Err(SettingsError::new(format!("{path}.max_keys"), "must be at least 1 when set"));
+            return Err(SettingsError::new("max_keys", "must be at least 1 when set"));
         }
-        self.rate_limiter.validate(&format!("{path}.rate_limiter"))
+        self.rate_limiter.validate().map_err(|err| err.under("rate_limiter"))
     }
 }
 
@@ -72,14 +72,17 @@ mod tests {
 
     #[test]
     fn default_settings_should_be_valid() {
-        assert_eq!(QueueSettings::default().validate("q"), Ok(()));
+        assert_eq!(QueueSettings::default().validate(), Ok(()));
     }
 
     #[test]
     fn validate_should_name_the_field() {
         let settings = QueueSettings { max_lease_ttl: Duration::from_secs(1), ..Default::default() };
-        assert_eq!(settings.validate("queues.a").unwrap_err().setting, "queues.a.max_lease_ttl");
+        assert_eq!(settings.validate().unwrap_err().field, "max_lease_ttl");
         let settings = QueueSettings { lease_ttl: Duration::ZERO, ..Default::default() };
-        assert_eq!(settings.validate("queues.a").unwrap_err().setting, "queues.a.lease_ttl");
+        assert_eq!(settings.validate().unwrap_err().field, "lease_ttl");
+        let settings =
+            QueueSettings { rate_limiter: RateLimiterSpec::Bucket { qps: 1.0, burst: 0 }, ..Default::default() };
+        assert_eq!(settings.validate().unwrap_err().field, "rate_limiter.bucket.burst");
     }
 }

@@ -79,7 +79,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         observer: Arc<dyn QueueObserver>,
     ) -> Result<Self, SettingsError> {
         let name = name.into();
-        settings.validate(&format!("queues.{name}"))?;
+        settings.validate()?;
         let timer = Arc::new(Notify::new());
         let shared = Arc::new(Shared {
             name,

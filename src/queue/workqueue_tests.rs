@@ -474,10 +474,10 @@ async fn full_queue_should_still_take_keys_from_an_informer_cache() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn new_should_reject_bad_settings_naming_the_queue_and_field() {
+async fn new_should_reject_bad_settings_naming_the_field() {
     let err =
         WorkQueue::<String>::new("orders", QueueSettings { max_wait: Duration::ZERO, ..settings() }).err().unwrap();
-    assert_eq!(err.setting, "queues.orders.max_wait");
+    assert_eq!(err.field, "max_wait");
 }
 
 /// Polls a `get` future `polls` times, adding a key after poll number
