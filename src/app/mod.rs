@@ -153,24 +153,7 @@ impl Sidecar {
                 tasks.step(task.name, task.future);
             }
         }
-        match election {
-            Some((settings, client)) => {
-                queues.follow_election();
-                metrics.leader.set(0);
-                let (queues, metrics, stopped) = (queues.clone(), metrics.clone(), stop_rx.clone());
-                let on_change = move |leadership| {
-                    metrics.leader.set(i64::from(matches!(leadership, Leadership::Leader { .. })));
-                    queues.apply(leadership);
-                };
-                tasks.service("leader election", async move {
-                    Elector::new(client, settings).run(on_change, stopped).await;
-                    Ok(())
-                });
-            }
-            None => {
-                metrics.leader.set(1);
-            }
-        }
+        follow_election(&mut tasks, election, &queues, &metrics, stop_rx.clone());
         info!(queues = ?queues.names(), informers = ?informers.names(), "workqueue-sidecar started");
 
         let failure = tokio::select! {
@@ -199,4 +182,31 @@ impl Sidecar {
             None => stopped,
         }
     }
+}
+
+/// With an election, queues hand out keys only while this replica leads
+/// (applied by the queue registry), the leader gauge follows, and the
+/// elector is a service; without one, this replica always leads.
+fn follow_election(
+    tasks: &mut Tasks,
+    election: Option<(ElectionSettings, kube::Client)>,
+    queues: &Arc<QueueRegistry>,
+    metrics: &Arc<Metrics>,
+    stopped: watch::Receiver<bool>,
+) {
+    let Some((settings, client)) = election else {
+        metrics.leader.set(1);
+        return;
+    };
+    queues.follow_election();
+    metrics.leader.set(0);
+    let (queues, metrics) = (queues.clone(), metrics.clone());
+    let on_change = move |leadership| {
+        metrics.leader.set(i64::from(matches!(leadership, Leadership::Leader { .. })));
+        queues.apply(leadership);
+    };
+    tasks.service("leader election", async move {
+        Elector::new(client, settings).run(on_change, stopped).await;
+        Ok(())
+    });
 }
