@@ -10,8 +10,10 @@
 //! - [`informer`]: shared Kubernetes informers (one watch per resource), the
 //!   compact object cache with indexes and tombstones, and the mapping of
 //!   their events to keys on the queues.
+//! - [`objects`]: writes to the API server for remote workers (apply, patch,
+//!   create, delete of any kind, found through discovery).
 //! - [`grpc`]: the wire face: `WorkQueueService` (unary calls and the `Work`
-//!   stream), `CacheService`, health and reflection; thin handlers.
+//!   stream), `CacheService`, `ObjectService`, health and reflection; thin handlers.
 //! - [`server`], [`tls`]: listening on TCP (plaintext or TLS, optionally mTLS) and unix sockets,
 //!   serving until shut down.
 //! - [`metrics`]: Prometheus metrics with client-go's workqueue names, plus
@@ -28,6 +30,7 @@ pub mod queue;
 pub mod queue_registry;
 
 pub mod informer;
+pub mod objects;
 
 pub mod admin;
 pub mod app;

@@ -48,7 +48,7 @@ async fn start() -> TestServer {
     );
     let listeners = Listeners::bind(Some("127.0.0.1:0".parse().unwrap()), None, false).await.unwrap();
     let address = listeners.tcp_address().unwrap();
-    let api = grpc::api(queues, Arc::new(workqueue_sidecar::informer::InformerRegistry::empty())).await.unwrap();
+    let api = grpc::api(queues, Arc::new(workqueue_sidecar::informer::InformerRegistry::empty()), None).await.unwrap();
     let (stop, stop_rx) = watch::channel(false);
     tokio::spawn(serve(api.routes, listeners, stop_rx));
     let channel = tonic::transport::Endpoint::new(format!("http://{address}")).unwrap().connect().await.unwrap();
@@ -635,4 +635,19 @@ async fn a_hung_stream_should_get_no_more_than_its_window_and_delay_no_other_key
     }
     eprintln!("healthy worker done with {KEYS} keys in {took:?}; the hung stream was sent {pushed} leases");
     assert!(pushed <= WINDOW as usize, "the hung stream was sent {pushed} leases, more than its window of {WINDOW}");
+}
+
+#[tokio::test]
+async fn writes_to_a_sidecar_without_kubernetes_should_fail_their_precondition_saying_why() {
+    use workqueue_sidecar::grpc::pb::object_service_client::ObjectServiceClient;
+    let s = start().await;
+    let request = pb::DeleteObjectRequest {
+        r#type: Some(pb::ResourceType { api_version: "v1".into(), kind: "ConfigMap".into() }),
+        namespace: "default".into(),
+        name: "a".into(),
+        ..Default::default()
+    };
+    let status = ObjectServiceClient::new(s.channel.clone()).delete_object(request).await.unwrap_err();
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+    assert!(status.message().contains("runs without Kubernetes"), "{}", status.message());
 }

@@ -46,7 +46,7 @@ fn config_map(name: &str, labels: serde_json::Value, owner: Option<&ConfigMap>) 
 async fn serve_grpc(sidecar: &Sidecar) -> (Channel, watch::Sender<bool>) {
     let listeners = Listeners::bind(Some("127.0.0.1:0".parse().unwrap()), None, false).await.unwrap();
     let address = listeners.tcp_address().unwrap();
-    let api = grpc::api(sidecar.queues.clone(), sidecar.informers.clone()).await.unwrap();
+    let api = grpc::api(sidecar.queues.clone(), sidecar.informers.clone(), None).await.unwrap();
     let (stop, stop_rx) = watch::channel(false);
     tokio::spawn(serve(api.routes, listeners, stop_rx));
     let channel = Channel::from_shared(format!("http://{address}")).unwrap().connect().await.unwrap();

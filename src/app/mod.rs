@@ -23,6 +23,7 @@ use crate::grpc;
 use crate::informer::{InformerRegistry, InformerWatches, WatchProgress};
 use crate::leader::{ElectionSettings, Elector, Leadership};
 use crate::metrics::{self, Metrics};
+use crate::objects::ObjectWriter;
 use crate::queue_registry::QueueRegistry;
 use crate::server::{self, Exposure, Listeners};
 use crate::tls::{ServingTls, TlsFiles};
@@ -52,6 +53,8 @@ pub struct Sidecar {
     queues: Arc<QueueRegistry>,
     informers: Arc<InformerRegistry>,
     watches: InformerWatches,
+    /// Writes through the sidecar; `None` without Kubernetes.
+    writer: Option<Arc<ObjectWriter>>,
     metrics: Arc<Metrics>,
     readiness: Arc<Readiness>,
     listeners: Listeners,
@@ -74,17 +77,18 @@ impl Sidecar {
             .context("creating the queues")?,
         );
         // Informers only when configured: the standalone mode needs no Kubernetes.
-        let (informers, watches) = if config.informers.is_empty() {
-            (InformerRegistry::empty(), InformerWatches::none())
+        let (informers, watches, writer) = if config.informers.is_empty() {
+            (InformerRegistry::empty(), InformerWatches::none(), None)
         } else {
             let progress = WatchProgress::default();
             let client = kube_client(kubeconfig.as_deref(), Some(&progress)).await?;
             let bindings = bindings.iter().map(|(name, binding)| (name.as_str(), binding));
-            let built = InformerRegistry::build(client, &config.informers, &queues, bindings)
+            let writer = ObjectWriter::new(client.clone(), config.field_manager.clone());
+            let (informers, watches) = InformerRegistry::build(client, &config.informers, &queues, bindings)
                 .await
                 .context("resolving the informers")?;
-            built.0.report_watch_progress_to(&progress);
-            built
+            informers.report_watch_progress_to(&progress);
+            (informers, watches, Some(Arc::new(writer)))
         };
         let informers = Arc::new(informers);
         metrics.register_informers(informers.all());
@@ -103,6 +107,7 @@ impl Sidecar {
             queues,
             informers,
             watches,
+            writer,
             metrics,
             readiness: Readiness::new(),
             listeners,
@@ -126,7 +131,18 @@ impl Sidecar {
     /// the queues within the grace period and stops every task. A task that
     /// fails or ends on its own stops the sidecar too, and is the error.
     pub async fn run(self, shutdown: impl Future<Output = &'static str>) -> anyhow::Result<()> {
-        let Sidecar { queues, informers, watches, metrics, readiness, listeners, admin, election, grace_period } = self;
+        let Sidecar {
+            queues,
+            informers,
+            watches,
+            writer,
+            metrics,
+            readiness,
+            listeners,
+            admin,
+            election,
+            grace_period,
+        } = self;
         let mut tasks = Tasks::default();
         // Each informer's sync is a readiness condition from here on, before
         // the admin port serves: /readyz answers 503 until every cache has
@@ -135,7 +151,7 @@ impl Sidecar {
             let condition = format!("informer {} synced", informer.name());
             tasks.step(format!("readiness: {condition}"), readiness.follow(condition, informer.synced_watch()));
         }
-        let api = grpc::api(queues.clone(), informers.clone()).await.context("building the gRPC services")?;
+        let api = grpc::api(queues.clone(), informers.clone(), writer).await.context("building the gRPC services")?;
         let (stop_tx, stop_rx) = watch::channel(false);
         let routes = metrics::instrument(api.routes, &metrics);
         let stopped = stop_rx.clone();

@@ -23,6 +23,9 @@ pub(super) struct FileDoc {
     /// The shared informers, by name; missing or empty: none (a plain remote workqueue).
     #[serde(default)]
     pub(super) informers: Option<InformerEntries>,
+    /// The field manager of writes through the sidecar that name none.
+    #[serde(default)]
+    pub(super) field_manager: Option<String>,
 }
 
 /// One queue as read: its name, settings and informer binding.

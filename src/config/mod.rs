@@ -50,7 +50,15 @@ pub struct Config {
     /// The shared informers, in file order; names are unique. Empty: no
     /// Kubernetes at all (a plain remote workqueue).
     pub informers: Vec<InformerSpec>,
+    /// The field manager of writes through the sidecar (ObjectService) that
+    /// name none themselves.
+    pub field_manager: String,
 }
+
+/// The field manager of writes when neither the config nor the request names one.
+pub const DEFAULT_FIELD_MANAGER: &str = "workqueue-sidecar";
+/// Longest field manager the API server accepts.
+const MAX_FIELD_MANAGER_BYTES: usize = 128;
 
 /// One named queue and how it behaves.
 #[derive(Debug, Clone, PartialEq)]
@@ -100,7 +108,19 @@ impl Config {
                     Ok(QueueConfig { name, settings: entry.settings, binding: entry.binding })
                 })
                 .collect::<Result<_, ConfigError>>()?;
-        Ok(Config { queues, informers })
+        let field_manager = match doc.field_manager {
+            None => DEFAULT_FIELD_MANAGER.to_owned(),
+            Some(name) if name.is_empty() || name.len() > MAX_FIELD_MANAGER_BYTES => {
+                return Err(ConfigError::Field {
+                    file: origin.to_owned(),
+                    field: "field_manager".into(),
+                    problem: format!("must be 1 to {MAX_FIELD_MANAGER_BYTES} bytes, got {}", name.len()),
+                    position: None,
+                });
+            }
+            Some(name) => name,
+        };
+        Ok(Config { queues, informers, field_manager })
     }
 
     /// The config without a file: one queue named `default` with default settings.
@@ -112,6 +132,7 @@ impl Config {
                 binding: QueueBinding::default(),
             }],
             informers: Vec::new(),
+            field_manager: DEFAULT_FIELD_MANAGER.to_owned(),
         }
     }
 }
@@ -556,6 +577,16 @@ queues:
             "deploy/examples/bad.yaml: invalid YAML: did not find expected ',' or '}', \
              while parsing a flow mapping at line 2 column 11 (line 3, column 8)"
         );
+    }
+
+    #[test]
+    fn field_manager_should_default_and_be_bounded() {
+        let config = Config::parse("queues: { a: {} }\n", FILE).unwrap();
+        assert_eq!(config.field_manager, DEFAULT_FIELD_MANAGER);
+        let config = Config::parse("field_manager: users-controller\nqueues: { a: {} }\n", FILE).unwrap();
+        assert_eq!(config.field_manager, "users-controller");
+        let (field, problem, _) = field_err("field_manager: ''\nqueues: { a: {} }\n");
+        assert_eq!((field.as_str(), problem.as_str()), ("field_manager", "must be 1 to 128 bytes, got 0"));
     }
 
     #[test]

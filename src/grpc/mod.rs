@@ -1,4 +1,4 @@
-//! The gRPC face of the sidecar: the WorkQueue and Cache services, health and reflection, as one set of routes.
+//! The gRPC face of the sidecar: the WorkQueue, Cache and Object services, health and reflection, as one set of routes.
 //!
 //! Handlers are thin: validate the request, call the queue, convert the
 //! answer. `status.rs` is the one place where errors become status codes.
@@ -6,6 +6,7 @@
 mod cache_service;
 mod codec;
 mod convert;
+mod object_service;
 pub mod pb;
 mod status;
 mod validate;
@@ -18,14 +19,17 @@ use tonic::service::Routes;
 use tonic_health::server::HealthReporter;
 
 pub use cache_service::{CacheApi, DEFAULT_PAGE_SIZE, MAX_CACHE_WAIT, MAX_PAGE_SIZE};
+pub use object_service::ObjectApi;
 pub use status::ApiError;
 pub use validate::{MAX_BATCH_KEYS, MAX_GET_KEYS, MAX_GET_WAIT, MAX_KEY_BYTES};
 pub use work_stream::MAX_CREDITS;
 pub use workqueue_service::WorkQueueApi;
 
 use crate::informer::InformerRegistry;
+use crate::objects::ObjectWriter;
 use crate::queue_registry::QueueRegistry;
 use pb::cache_service_server::CacheServiceServer;
+use pb::object_service_server::ObjectServiceServer;
 use pb::work_queue_service_server::WorkQueueServiceServer;
 
 /// Largest message accepted or sent: a batch of `MAX_BATCH_KEYS` keys of
@@ -40,15 +44,18 @@ pub struct Api {
 
 /// Builds the routes: WorkQueueService, CacheService (over `informers`;
 /// empty in the standalone mode, where every informer is NOT_FOUND),
-/// grpc.health.v1, and server reflection v1 and v1alpha (so `grpcurl list`
-/// and `describe` work).
+/// ObjectService (over `writer`; `None` in the standalone mode, where every
+/// write is FAILED_PRECONDITION), grpc.health.v1, and server reflection v1
+/// and v1alpha (so `grpcurl list` and `describe` work).
 pub async fn api(
     queues: Arc<QueueRegistry>,
     informers: Arc<InformerRegistry>,
+    writer: Option<Arc<ObjectWriter>>,
 ) -> Result<Api, tonic_reflection::server::Error> {
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<WorkQueueServiceServer<WorkQueueApi>>().await;
     health.set_serving::<CacheServiceServer<CacheApi>>().await;
+    health.set_serving::<ObjectServiceServer<ObjectApi>>().await;
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -63,8 +70,12 @@ pub async fn api(
     let cache = CacheServiceServer::new(CacheApi::new(informers))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let objects = ObjectServiceServer::new(ObjectApi::new(writer))
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let routes = Routes::new(workqueue)
         .add_service(cache)
+        .add_service(objects)
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha);
@@ -78,4 +89,5 @@ pub async fn api(
 pub async fn set_not_serving(health: &HealthReporter) {
     health.set_not_serving::<WorkQueueServiceServer<WorkQueueApi>>().await;
     health.set_not_serving::<CacheServiceServer<CacheApi>>().await;
+    health.set_not_serving::<ObjectServiceServer<ObjectApi>>().await;
 }

@@ -1,9 +1,14 @@
 //! The one place where errors become gRPC status codes.
 
 use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, StatusExt};
 
 use crate::informer::CacheReadError;
+use crate::objects::{Refusal, WriteError};
 use crate::queue::QueueError;
+
+/// The `domain` of the ErrorInfo detail carried by the API server's refusals.
+pub const KUBERNETES_ERROR_DOMAIN: &str = "k8s.io";
 
 /// Why a request was refused before or by the queue.
 #[derive(Debug, thiserror::Error)]
@@ -19,6 +24,15 @@ pub enum ApiError {
     /// A cache read the informers could not serve.
     #[error(transparent)]
     Cache(#[from] CacheReadError),
+    /// A write through the sidecar that failed.
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    /// A write asked of a sidecar that has no Kubernetes client.
+    #[error("this sidecar runs without Kubernetes (its config names no informers), so it cannot write objects")]
+    NoKubernetes,
+    /// A fault of the sidecar's own, not of the request.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 impl ApiError {
@@ -29,7 +43,38 @@ impl ApiError {
 
 impl From<ApiError> for Status {
     fn from(err: ApiError) -> Status {
-        Status::new(code_of(&err), err.to_string())
+        let code = code_of(&err);
+        match &err {
+            ApiError::Write(WriteError::Refused(refusal)) => {
+                Status::with_error_details(code, err.to_string(), refusal_details(refusal))
+            }
+            _ => Status::new(code, err.to_string()),
+        }
+    }
+}
+
+/// The API server's reason and HTTP status as an ErrorInfo, and its causes
+/// (an Invalid object's fields) as a BadRequest, for clients that read details.
+fn refusal_details(refusal: &Refusal) -> ErrorDetails {
+    let metadata = [("http_status".to_owned(), refusal.http_status.to_string())];
+    let mut details = ErrorDetails::with_error_info(refusal.reason.clone(), KUBERNETES_ERROR_DOMAIN, metadata);
+    for cause in &refusal.causes {
+        details.add_bad_request_violation(cause.field.clone(), cause.message.clone());
+    }
+    details
+}
+
+/// The status code of an HTTP status from the API server.
+fn code_of_http(status: u16) -> Code {
+    match status {
+        400 | 422 => Code::InvalidArgument,
+        401 => Code::Unauthenticated,
+        403 => Code::PermissionDenied,
+        404 => Code::NotFound,
+        409 => Code::Aborted,
+        429 | 500 | 503 => Code::Unavailable,
+        504 => Code::DeadlineExceeded,
+        _ => Code::Unknown,
     }
 }
 
@@ -50,6 +95,14 @@ pub fn code_of(err: &ApiError) -> Code {
             CacheReadError::NotSynced { .. } => Code::Unavailable,
             CacheReadError::VersionNotReached { .. } => Code::DeadlineExceeded,
         },
+        ApiError::Write(err) => match err {
+            WriteError::UnknownKind { .. } => Code::NotFound,
+            WriteError::BadRequest { .. } => Code::InvalidArgument,
+            WriteError::Refused(refusal) => code_of_http(refusal.http_status),
+            WriteError::Unreachable(_) => Code::Unavailable,
+        },
+        ApiError::NoKubernetes => Code::FailedPrecondition,
+        ApiError::Internal(_) => Code::Internal,
     }
 }
 
@@ -90,5 +143,42 @@ mod tests {
         for (err, code) in cases {
             assert_eq!(Status::from(err).code(), code);
         }
+    }
+
+    fn refused(http_status: u16, reason: &str) -> ApiError {
+        let message = format!("{reason} says the API server");
+        WriteError::Refused(Box::new(Refusal { http_status, reason: reason.into(), message, causes: Vec::new() }))
+            .into()
+    }
+
+    #[test]
+    fn each_write_error_should_map_to_its_documented_code_with_the_api_servers_message() {
+        let cases = [
+            (refused(400, "BadRequest"), Code::InvalidArgument),
+            (refused(401, "Unauthorized"), Code::Unauthenticated),
+            (refused(403, "Forbidden"), Code::PermissionDenied),
+            (refused(404, "NotFound"), Code::NotFound),
+            (refused(409, "Conflict"), Code::Aborted),
+            (refused(409, "AlreadyExists"), Code::Aborted),
+            (refused(422, "Invalid"), Code::InvalidArgument),
+            (refused(429, "TooManyRequests"), Code::Unavailable),
+            (refused(500, "InternalError"), Code::Unavailable),
+            (refused(503, "ServiceUnavailable"), Code::Unavailable),
+            (refused(504, "Timeout"), Code::DeadlineExceeded),
+            (refused(418, ""), Code::Unknown),
+            (WriteError::UnknownKind { api_version: "a/v1".into(), kind: "B".into() }.into(), Code::NotFound),
+            (WriteError::BadRequest { field: "json", problem: "x".into() }.into(), Code::InvalidArgument),
+            (WriteError::Unreachable("refused".into()).into(), Code::Unavailable),
+            (ApiError::NoKubernetes, Code::FailedPrecondition),
+        ];
+        for (err, code) in cases {
+            let status = Status::from(err);
+            assert_eq!(status.code(), code, "{status:?}");
+        }
+        let status = Status::from(refused(409, "Conflict"));
+        assert!(status.message().ends_with("Conflict says the API server"), "{}", status.message());
+        let info = status.get_details_error_info().expect("an ErrorInfo detail");
+        assert_eq!((info.reason.as_str(), info.domain.as_str()), ("Conflict", KUBERNETES_ERROR_DOMAIN));
+        assert_eq!(info.metadata.get("http_status").map(String::as_str), Some("409"));
     }
 }

@@ -75,6 +75,18 @@ pub async fn client() -> Client {
     client
 }
 
+/// A client for the running control plane acting as `user` (impersonated by
+/// the admin credentials), for what a user without permissions is told.
+pub async fn client_as(user: &str) -> Client {
+    let path = kubeconfig_path();
+    let kubeconfig = Kubeconfig::read_from(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("invalid kubeconfig {}: {e}", path.display()));
+    config.auth_info.impersonate = Some(user.to_owned());
+    Client::try_from(config).unwrap_or_else(|e| panic!("a client as {user}: {e}"))
+}
+
 async fn client_from(path: &std::path::Path) -> Result<Client, String> {
     let kubeconfig = Kubeconfig::read_from(path)
         .map_err(|e| format!("cannot read kubeconfig {} ({KUBECONFIG_ENV}): {e}", path.display()))?;
