@@ -23,6 +23,7 @@
 //! - [`app`]: the sidecar as one unit: built from its options, then run until
 //!   a shutdown signal, owning every task it starts and stopping them in order.
 //! - [`cli`]: the command-line flags of the binary.
+//! - [`discovery`]: what a failed discovery of a kind means.
 //! - [`config`]: the YAML config file: informers, queues and their settings, with errors
 //!   that name file, field and position.
 
@@ -36,6 +37,7 @@ pub mod admin;
 pub mod app;
 pub mod cli;
 pub mod config;
+pub mod discovery;
 pub mod grpc;
 pub mod leader;
 pub mod metrics;

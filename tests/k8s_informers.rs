@@ -431,3 +431,32 @@ async fn k8s_a_queue_at_max_keys_should_still_take_every_informer_event() {
     );
     ns.delete().await;
 }
+
+#[tokio::test]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
+async fn k8s_an_unknown_kind_should_be_refused_in_one_line_that_asks_for_its_crd() {
+    use workqueue_sidecar::config::Config;
+    use workqueue_sidecar::informer::InformerRegistry;
+    use workqueue_sidecar::queue_registry::QueueRegistry;
+    let client = control_plane::client().await;
+    for (group, version) in [("", "v1"), ("nothing.example.com", "v1"), ("apps", "v9")] {
+        let yaml = format!(
+            "informers:\n  w: {{ group: '{group}', version: {version}, kind: Widget }}\nqueues:\n  q: {{ primary: w }}\n"
+        );
+        let config = Config::parse(&yaml, "t.yaml").unwrap();
+        let queues = QueueRegistry::new(config.queues.iter().map(|q| (q.name.clone(), q.settings.clone()))).unwrap();
+        let bindings = config.queues.iter().map(|q| (q.name.as_str(), &q.binding));
+        let Err(err) = InformerRegistry::build(client.clone(), &config.informers, &queues, bindings).await else {
+            panic!("{group}/{version} Widget was found");
+        };
+        let text = format!("{:#}", anyhow::Error::from(err));
+        assert!(text.contains("has no kind Widget in"), "{group}/{version}: {text}");
+        assert!(
+            text.ends_with(
+                "is its CustomResourceDefinition installed, and the group and version spelled as the CRD serves them?"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("404"), "one line of ours, not the API server's 404 repeated: {text}");
+    }
+}

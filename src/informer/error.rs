@@ -5,7 +5,13 @@ use std::time::Duration;
 /// Why the informers could not be built from the config, named after the step that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum InformerStartError {
-    /// Discovery found no resource for the informer's group/version/kind.
+    /// The API server serves no such group, version or kind.
+    #[error(
+        "informer {informer:?}: the API server has no kind {kind} in {api_version}: is its \
+         CustomResourceDefinition installed, and the group and version spelled as the CRD serves them?"
+    )]
+    UnknownKind { informer: String, api_version: String, kind: String },
+    /// Discovery of the informer's group/version/kind failed otherwise.
     #[error("informer {informer:?}: discovering {api_version} {kind}: {source}")]
     Discovery {
         informer: String,

@@ -26,6 +26,7 @@ use super::spec::{InformerSpec, QueueBinding};
 use super::watch;
 use super::watch_progress::WatchProgress;
 use super::writer::InformerWriter;
+use crate::discovery::is_unknown_kind;
 use crate::queue_registry::{Queue, QueueRegistry};
 
 /// The hold a queue carries until every informer it uses has synced.
@@ -89,13 +90,22 @@ impl InformerRegistry {
         let mut writers = HashMap::new();
         for spec in specs {
             let gvk = GroupVersionKind::gvk(&spec.group, &spec.version, &spec.kind);
-            let (resource, capabilities) =
-                kube::discovery::pinned_kind(&client, &gvk).await.map_err(|source| InformerStartError::Discovery {
-                    informer: spec.name.clone(),
-                    api_version: spec.api_version(),
-                    kind: spec.kind.clone(),
-                    source: Box::new(source),
-                })?;
+            let (resource, capabilities) = kube::discovery::pinned_kind(&client, &gvk).await.map_err(|source| {
+                if is_unknown_kind(&source) {
+                    InformerStartError::UnknownKind {
+                        informer: spec.name.clone(),
+                        api_version: spec.api_version(),
+                        kind: spec.kind.clone(),
+                    }
+                } else {
+                    InformerStartError::Discovery {
+                        informer: spec.name.clone(),
+                        api_version: spec.api_version(),
+                        kind: spec.kind.clone(),
+                        source: Box::new(source),
+                    }
+                }
+            })?;
             let namespaced = capabilities.scope == Scope::Namespaced;
             if !namespaced && spec.namespace.is_some() {
                 return Err(InformerStartError::NamespaceOnClusterScoped {

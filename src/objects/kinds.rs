@@ -8,6 +8,7 @@ use kube::discovery::Scope;
 use parking_lot::RwLock;
 
 use super::error::WriteError;
+use crate::discovery::is_unknown_kind;
 
 /// A kind as a request names it, parsed: apiVersion split into group and version.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -75,16 +76,6 @@ impl Kinds {
         let resolved = ResolvedKind { resource, namespaced: capabilities.scope == Scope::Namespaced };
         self.found.write().insert(kind.clone(), resolved.clone());
         Ok(resolved)
-    }
-}
-
-/// Whether discovery failed because no such group, version or kind is served
-/// (rather than because the API server could not answer).
-pub fn is_unknown_kind(err: &kube::Error) -> bool {
-    match err {
-        kube::Error::Api(status) => status.code == 404,
-        kube::Error::Discovery(_) => true,
-        _ => false,
     }
 }
 
