@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -168,10 +169,21 @@ func liveLeader(t *testing.T) string {
 // leader is the holder of the election's Lease.
 func leader(t *testing.T) string {
 	t.Helper()
+	return holderOf(theLease(t))
+}
+
+// theLease is the election's Lease as the API server has it now.
+func theLease(t *testing.T) *coordinationv1.Lease {
+	t.Helper()
 	lease, err := kube.CoordinationV1().Leases(namespace).Get(context.Background(), leaseName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return lease
+}
+
+// holderOf is the Lease's holder; empty when released or never held.
+func holderOf(lease *coordinationv1.Lease) string {
 	if lease.Spec.HolderIdentity == nil {
 		return ""
 	}
