@@ -70,6 +70,8 @@ pub fn lease(lease: Lease<Arc<str>>) -> pb::Lease {
         enqueued_at: Some(timestamp(lease.enqueued_at)),
         last_error: lease.last_error.as_deref().unwrap_or_default().to_string(),
         object: None,
+        deleting: false,
+        deletion_timestamp: None,
         key: lease.key.to_string(),
     }
 }
