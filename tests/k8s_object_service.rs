@@ -75,6 +75,7 @@ async fn k8s_object_service_should_create_apply_patch_and_delete_and_read_its_wr
             namespace: ns.name().into(),
             json: serde_json::to_vec(&json!({"metadata": {"name": "a"}, "data": {"k": "1"}})).unwrap(),
             field_manager: String::new(),
+            lease: None,
         })
         .await
         .unwrap()
@@ -104,6 +105,7 @@ async fn k8s_object_service_should_create_apply_patch_and_delete_and_read_its_wr
             namespace: ns.name().into(),
             json: serde_json::to_vec(&json!({"metadata": {"name": "a"}})).unwrap(),
             field_manager: String::new(),
+            lease: None,
         })
         .await;
     let status = refused(again, Code::Aborted, "AlreadyExists");
@@ -117,6 +119,7 @@ async fn k8s_object_service_should_create_apply_patch_and_delete_and_read_its_wr
         json: serde_json::to_vec(&json!({"data": {"owned": value}})).unwrap(),
         field_manager: manager.into(),
         force,
+        lease: None,
     };
     let applied = objects.apply_object(apply("", "first", false)).await.unwrap().into_inner().object;
     let applied = json_of(&applied);
@@ -138,6 +141,7 @@ async fn k8s_object_service_should_create_apply_patch_and_delete_and_read_its_wr
         patch: serde_json::to_vec(&patch).unwrap(),
         status: false,
         field_manager: String::new(),
+        lease: None,
     };
     let merged = objects.patch_object(patch(pb::PatchType::Merge, json!({"data": {"m": "1"}}))).await.unwrap();
     assert_eq!(json_of(&merged.into_inner().object)["data"]["m"], "1");
@@ -155,6 +159,7 @@ async fn k8s_object_service_should_create_apply_patch_and_delete_and_read_its_wr
             namespace: ns.name().into(),
             json: serde_json::to_vec(&held).unwrap(),
             field_manager: String::new(),
+            lease: None,
         })
         .await
         .unwrap()
@@ -168,6 +173,7 @@ async fn k8s_object_service_should_create_apply_patch_and_delete_and_read_its_wr
         precondition_uid: uid.into(),
         precondition_resource_version: String::new(),
         propagation: pb::Propagation::Background as i32,
+        lease: None,
     };
     refused(objects.delete_object(delete("not-its-uid")).await, Code::Aborted, "Conflict");
     let pending = objects.delete_object(delete(&held.uid)).await.unwrap().into_inner();
@@ -214,6 +220,7 @@ spec:
         namespace: namespace.into(),
         json: serde_json::to_vec(&object).unwrap(),
         field_manager: String::new(),
+        lease: None,
     };
 
     // A status subresource: the status patch lands, an object patch of status does not.
@@ -226,6 +233,7 @@ spec:
         patch: serde_json::to_vec(&json!({"status": {"ready": status}})).unwrap(),
         status,
         field_manager: String::new(),
+        lease: None,
     };
     let patched = objects.patch_object(status_patch(true)).await.unwrap().into_inner().object;
     assert_eq!(json_of(&patched)["status"]["ready"], true);

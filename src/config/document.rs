@@ -105,6 +105,7 @@ struct QueueDoc {
     /// Missing: the default limit; a number: that limit; `~` (null): no limit.
     #[serde(default, deserialize_with = "present")]
     max_keys: Option<Option<usize>>,
+    settle_timeout: Option<HumanDuration>,
     rate_limiter: Option<RateLimiterDoc>,
     /// The informer whose objects are this queue's keys.
     primary: Option<String>,
@@ -130,6 +131,7 @@ impl QueueDoc {
             max_wait: self.max_wait.map_or(default.max_wait, |d| d.0),
             max_keys: self.max_keys.unwrap_or(default.max_keys),
             rate_limiter: self.rate_limiter.map_or(default.rate_limiter, |r| r.0),
+            settle_timeout: self.settle_timeout.map_or(default.settle_timeout, |d| d.0),
         };
         (settings, binding)
     }

@@ -262,6 +262,7 @@ queues:
                 max_lease_ttl: secs(600),
                 max_wait: secs(30),
                 max_keys: Some(1_000_000),
+                settle_timeout: secs(10),
                 rate_limiter: RateLimiterSpec::MaxOf(vec![
                     exponential.clone(),
                     RateLimiterSpec::Bucket { qps: 10.0, burst: 100 },

@@ -86,6 +86,7 @@ pub fn len_response(counts: QueueCounts) -> pb::LenResponse {
         waiting: count(counts.waiting),
         held: count(counts.held),
         dirty: count(counts.dirty),
+        settling: count(counts.settling),
         ready_by_priority: counts
             .ready_by_priority
             .into_iter()
@@ -117,6 +118,11 @@ pub fn key_state(status: KeyStatus) -> pb::KeyStateResponse {
             response.holder = holder.to_string();
             response.dirty = dirty.is_some();
             pb::KeyState::Held
+        }
+        KeyPhase::Settling { until, dirty } => {
+            response.settling_until = Some(timestamp(until));
+            response.dirty = dirty.is_some();
+            pb::KeyState::Settling
         }
     } as i32;
     response

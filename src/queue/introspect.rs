@@ -39,9 +39,16 @@ pub enum KeyPhase {
         /// Added again while held: it goes back to the queue after this lease.
         dirty: Option<DirtyStatus>,
     },
+    /// Its lease ended after writes through the sidecar that the caches have
+    /// not all seen: not handed out until they have, or until `until`.
+    Settling {
+        until: Instant,
+        /// What happens when it settles: queued with this priority, at this time.
+        dirty: Option<DirtyStatus>,
+    },
 }
 
-/// What will happen to a held key that was added again.
+/// What will happen to a held (or settling) key that was added again.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DirtyStatus {
     pub priority: i32,
@@ -58,6 +65,8 @@ pub struct QueueCounts {
     pub ready: usize,
     pub waiting: usize,
     pub held: usize,
+    /// Keys whose lease ended and that wait for the caches to see its writes.
+    pub settling: usize,
     /// Held keys that were added again and will be queued after their lease.
     pub dirty: usize,
     /// Every key the queue keeps an entry for, including idle keys remembered for their failures.

@@ -32,6 +32,7 @@ const MAX_MS: u64 = 64;
 const TTL_MS: u64 = 50;
 const MAX_TTL_MS: u64 = 200;
 const MAX_WAIT_MS: u64 = 30;
+const SETTLE_MS: u64 = 40;
 
 /// Most keys tracked: below the six keys, so adds meet a full queue.
 const MAX_KEYS: usize = 4;
@@ -76,6 +77,15 @@ enum Op {
     },
     Release {
         holder: usize,
+    },
+    /// The holder writes through the sidecar under its lease (or a stale one).
+    MarkWritten {
+        key: usize,
+        stale: bool,
+    },
+    /// The caches have seen the key's writes.
+    Settled {
+        key: usize,
     },
     Advance {
         ms: u64,
@@ -128,8 +138,10 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (key.clone(), prop::bool::weighted(0.2), prop_oneof![Just(Outcome::Success), Just(Outcome::Retry), delay().prop_map(Outcome::RequeueAfter)])
             .prop_map(|(key, stale, outcome)| Op::Finish { key, stale, outcome }),
         2 => (key.clone(), prop::bool::weighted(0.3), prop::option::of(1..300u64)).prop_map(|(key, stale, ttl_ms)| Op::Extend { key, stale, ttl_ms }),
-        1 => key.prop_map(|key| Op::Forget { key }),
+        1 => key.clone().prop_map(|key| Op::Forget { key }),
         1 => (0..HOLDERS.len()).prop_map(|holder| Op::Release { holder }),
+        3 => (key.clone(), prop::bool::weighted(0.2)).prop_map(|(key, stale)| Op::MarkWritten { key, stale }),
+        2 => key.prop_map(|key| Op::Settled { key }),
         5 => (0..60u64).prop_map(|ms| Op::Advance { ms }),
     ]
 }
@@ -141,9 +153,24 @@ fn ms(n: u64) -> Duration {
 #[derive(Debug, Clone, PartialEq)]
 enum MPhase {
     Idle,
-    Ready { since: Instant },
-    Waiting { until: Instant },
-    Held { token: LeaseToken, holder: usize, deadline: Instant, dirty: Option<(i32, Instant)> },
+    Ready {
+        since: Instant,
+    },
+    Waiting {
+        until: Instant,
+    },
+    Held {
+        token: LeaseToken,
+        holder: usize,
+        deadline: Instant,
+        dirty: Option<(i32, Instant)>,
+        unsettled: bool,
+    },
+    /// After a lease with unseen writes: queued at `pending` when settled or at `until`.
+    Settling {
+        until: Instant,
+        pending: Option<(i32, Instant)>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -192,12 +219,22 @@ impl Model {
                     *until = ready_at;
                 }
             }
-            MPhase::Held { dirty, .. } => {
+            MPhase::Held { dirty, .. } | MPhase::Settling { pending: dirty, .. } => {
                 *dirty = Some(match *dirty {
                     Some((p, at)) => (p.max(priority), at.min(ready_at)),
                     None => (priority, ready_at),
                 });
             }
+        }
+    }
+
+    /// A settling key goes on: queued as its merged adds ask, or idle.
+    fn release_settling(&mut self, k: usize, now: Instant) {
+        let key = self.key(k);
+        let MPhase::Settling { pending, .. } = key.phase.clone() else { panic!("model: {k} not settling") };
+        key.phase = MPhase::Idle;
+        if let Some((p, at)) = pending {
+            self.enqueue(k, p, at, now);
         }
     }
 
@@ -212,8 +249,17 @@ impl Model {
     /// Ends the lease of `k`; `requeue` is the extra add the outcome asks for.
     fn end_lease(&mut self, k: usize, requeue: Option<Instant>, now: Instant) {
         let key = self.key(k);
-        let MPhase::Held { dirty, .. } = key.phase.clone() else { panic!("model: {k} not held") };
+        let MPhase::Held { dirty, unsettled, .. } = key.phase.clone() else { panic!("model: {k} not held") };
         let priority = key.priority;
+        if unsettled {
+            let pending = match (requeue, dirty) {
+                (Some(at), Some((p, dat))) => Some((priority.max(p), at.min(dat))),
+                (Some(at), None) => Some((priority, at)),
+                (None, dirty) => dirty,
+            };
+            key.phase = MPhase::Settling { until: now + ms(SETTLE_MS), pending };
+            return;
+        }
         key.phase = MPhase::Idle;
         if let Some(at) = requeue {
             self.enqueue(k, priority, at, now);
@@ -245,6 +291,15 @@ impl Model {
         for (_, _, k) in expired {
             let delay = self.fail(k, "lease expired before the worker finished");
             self.end_lease(k, Some(now + delay), now);
+        }
+        let settled: Vec<usize> = self
+            .keys
+            .iter()
+            .filter(|(_, key)| matches!(key.phase, MPhase::Settling { until, .. } if until <= now))
+            .map(|(k, _)| *k)
+            .collect();
+        for k in settled {
+            self.release_settling(k, now);
         }
     }
 
@@ -299,6 +354,7 @@ fn settings() -> QueueSettings {
         max_wait: ms(MAX_WAIT_MS),
         rate_limiter: RateLimiterSpec::Exponential { base: ms(BASE_MS), max: ms(MAX_MS) },
         max_keys: Some(MAX_KEYS),
+        settle_timeout: ms(SETTLE_MS),
     }
 }
 
@@ -331,12 +387,18 @@ fn check_agreement(queue: &QueueState<String>, model: &Model) {
                 assert_eq!(deadline, md, "deadline of {name}");
                 assert_eq!(dirty.as_ref().map(|d| (d.priority, d.ready_at)), *mdirty, "dirty add of {name}");
             }
+            (KeyPhase::Settling { until, dirty }, MPhase::Settling { until: mu, pending }) => {
+                assert_eq!(until, mu, "settling until of {name}");
+                assert_eq!(dirty.as_ref().map(|d| (d.priority, d.ready_at)), *pending, "what {name} settles into");
+            }
             (got, want) => panic!("{name}: queue says {got:?}, model says {want:?}"),
         }
     }
     let counts = queue.counts();
     let held = model.keys.values().filter(|k| matches!(k.phase, MPhase::Held { .. })).count();
     assert_eq!(counts.held, held, "no lease is lost or duplicated");
+    let settling = model.keys.values().filter(|k| matches!(k.phase, MPhase::Settling { .. })).count();
+    assert_eq!(counts.settling, settling, "settling keys");
     assert_eq!(counts.tracked, model.keys.len(), "no key is lost or kept past its use");
 }
 
@@ -433,7 +495,13 @@ fn run(ops: Vec<Op>) {
                         assert_eq!(lease.deadline, now + ttl(ttl_ms));
                         let key = model.key(k);
                         assert_eq!((lease.priority, lease.failures), (key.priority, key.failures));
-                        key.phase = MPhase::Held { token: lease.token, holder, deadline: lease.deadline, dirty: None };
+                        key.phase = MPhase::Held {
+                            token: lease.token,
+                            holder,
+                            deadline: lease.deadline,
+                            dirty: None,
+                            unsettled: false,
+                        };
                         past_tokens.push((k, lease.token));
                     }
                 }
@@ -506,6 +574,33 @@ fn run(ops: Vec<Op>) {
                 for k in mine {
                     let delay = model.fail(k, "the worker holding the lease went away");
                     model.end_lease(k, Some(now + delay), now);
+                }
+            }
+            Op::MarkWritten { key, stale } => {
+                let token = token_for(&model, key, stale);
+                let result = queue.mark_written(KEYS[key], token);
+                if model.held_token(key) == Some(token) {
+                    result.unwrap();
+                    if let MPhase::Held { unsettled, .. } = &mut model.key(key).phase {
+                        *unsettled = true;
+                    }
+                } else {
+                    assert_eq!(result, Err(QueueError::StaleToken { token }), "a write under a lost lease");
+                }
+            }
+            Op::Settled { key } => {
+                let released = queue.settled(KEYS[key], now);
+                let was_settling = match &mut model.key(key).phase {
+                    MPhase::Held { unsettled, .. } => {
+                        *unsettled = false;
+                        false
+                    }
+                    MPhase::Settling { .. } => true,
+                    _ => false,
+                };
+                assert_eq!(released, was_settling, "settled {}", KEYS[key]);
+                if was_settling {
+                    model.release_settling(key, now);
                 }
             }
             Op::Advance { ms: step } => now += ms(step),

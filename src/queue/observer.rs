@@ -29,6 +29,9 @@ pub trait QueueObserver: Send + Sync + 'static {
     fn retried(&self) {}
     /// A call presented a token that is not the key's current lease.
     fn stale_token(&self) {}
+    /// A settling key was queued because its settle timeout passed before
+    /// the caches saw the writes made under its lease.
+    fn settle_timed_out(&self) {}
 }
 
 /// The observer of a queue nobody watches.

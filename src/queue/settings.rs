@@ -27,6 +27,10 @@ pub struct QueueSettings {
     /// for their failures); adding a new key past it fails, except a key from
     /// an informer's cache (the cache bounds those). `None`: no limit.
     pub max_keys: Option<usize>,
+    /// The longest a key waits, after a lease under which the worker wrote
+    /// through the sidecar, for the caches to see those writes before it is
+    /// handed out again (it is then queued anyway).
+    pub settle_timeout: Duration,
 }
 
 impl Default for QueueSettings {
@@ -37,6 +41,7 @@ impl Default for QueueSettings {
             max_wait: Duration::from_secs(30),
             rate_limiter: RateLimiterSpec::default(),
             max_keys: Some(DEFAULT_MAX_KEYS),
+            settle_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -47,6 +52,7 @@ impl QueueSettings {
         check_duration("lease_ttl", self.lease_ttl)?;
         check_duration("max_lease_ttl", self.max_lease_ttl)?;
         check_duration("max_wait", self.max_wait)?;
+        check_duration("settle_timeout", self.settle_timeout)?;
         if self.lease_ttl.is_zero() {
             return Err(SettingsError::new("lease_ttl", "must be greater than zero"));
         }

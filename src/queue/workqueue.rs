@@ -217,6 +217,28 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         self.with_state(|state, now| state.extend(key, token, ttl, now))
     }
 
+    /// The holder of `key`'s lease `token` writes through the sidecar: when
+    /// the lease ends the key settles until [`WorkQueue::settled`] (or the
+    /// queue's `settle_timeout`). Refused with `StaleToken` when the lease is
+    /// not current, so a write under a lost lease is never made.
+    pub fn mark_written<Q>(&self, key: &Q, token: LeaseToken) -> Result<(), QueueError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.with_state(|state, _| state.mark_written(key, token))
+    }
+
+    /// The caches have seen every write made under `key`'s leases: a settling
+    /// key goes on at once. Whether it was settling.
+    pub fn settled<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.with_state(|state, now| state.settled(key, now))
+    }
+
     /// Hands every held key back to the queue at once, without counting a
     /// failure (the sidecar lost leadership); their tokens turn stale. How many.
     pub fn revoke_all(&self) -> usize {

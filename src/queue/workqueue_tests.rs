@@ -661,3 +661,54 @@ async fn lost_leases_should_back_off_per_key_without_spending_the_queue_wide_buc
     let limited = q.add_rate_limited_all(vec!["another".into()], 0, manual()).unwrap();
     assert_eq!(limited[0].1, Duration::from_secs(1), "the second charged retry waits for the bucket");
 }
+
+#[tokio::test(start_paused = true)]
+async fn key_written_under_its_lease_should_not_be_handed_out_until_the_writes_settle() {
+    let q = queue();
+    add(&q, "a", 0);
+    let lease = take(&q).unwrap();
+    q.mark_written("a", lease.token).unwrap();
+    add(&q, "a", 0); // the watch event of the worker's own write, say
+    q.finish("a", lease.token, FinishOutcome::Success).unwrap();
+    assert!(matches!(q.key_status("a").phase, KeyPhase::Settling { dirty: Some(_), .. }));
+    assert_eq!(take_key(&q), None, "settling: the caches have not seen the write");
+    add(&q, "a", 5);
+    assert_eq!(take_key(&q), None, "adds merge into the settling key");
+    assert!(q.settled("a"));
+    let next = take(&q).unwrap();
+    assert_eq!((next.key.as_str(), next.priority), ("a", 5));
+}
+
+#[tokio::test(start_paused = true)]
+async fn settling_key_should_be_queued_at_its_settle_timeout_when_the_caches_never_catch_up() {
+    let q = queue();
+    add(&q, "a", 0);
+    let lease = take(&q).unwrap();
+    q.mark_written("a", lease.token).unwrap();
+    q.finish("a", lease.token, FinishOutcome::RequeueAfter(Duration::ZERO)).unwrap();
+    assert_eq!(take_key(&q), None);
+    tokio::time::advance(settings().settle_timeout).await;
+    settle().await;
+    assert_eq!(take_key(&q).as_deref(), Some("a"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn writes_seen_before_the_lease_ends_should_not_hold_the_key_back() {
+    let q = queue();
+    add(&q, "a", 0);
+    let lease = take(&q).unwrap();
+    q.mark_written("a", lease.token).unwrap();
+    assert!(!q.settled("a"), "still held: nothing to let go");
+    add(&q, "a", 0);
+    q.done("a", lease.token).unwrap();
+    assert_eq!(take_key(&q).as_deref(), Some("a"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_write_under_a_lost_lease_should_be_refused() {
+    let q = queue();
+    add(&q, "a", 0);
+    let lease = take(&q).unwrap();
+    q.done("a", lease.token).unwrap();
+    assert_eq!(q.mark_written("a", lease.token), Err(QueueError::StaleToken { token: lease.token }));
+}

@@ -37,13 +37,19 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         let dirty = self
             .leases
             .values()
-            .filter(|&&slot| matches!(&self.entries[slot].phase, Phase::Held(held) if held.pending.is_some()))
+            .chain(self.settling.values())
+            .filter(|&&slot| match &self.entries[slot].phase {
+                Phase::Held(held) => held.pending.is_some(),
+                Phase::Settling { pending, .. } => pending.is_some(),
+                _ => false,
+            })
             .count();
         QueueCounts {
             ready_by_priority: self.ready.counts(),
             ready: self.ready.len(),
             waiting: self.waiting.len(),
             held: self.leases.len(),
+            settling: self.settling.len(),
             dirty,
             tracked: self.entries.len(),
         }
@@ -73,12 +79,11 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
                 holder: held.holder.clone(),
                 deadline: held.deadline,
                 granted_at: held.granted_at,
-                dirty: held.pending.as_ref().map(|p| DirtyStatus {
-                    priority: p.priority,
-                    reasons: p.reasons.clone(),
-                    ready_at: p.ready_at,
-                }),
+                dirty: held.pending.as_ref().map(DirtyStatus::from),
             },
+            Phase::Settling { until, pending, .. } => {
+                KeyPhase::Settling { until: *until, dirty: pending.as_ref().map(DirtyStatus::from) }
+            }
         };
         KeyStatus {
             phase,
@@ -92,7 +97,20 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
 
     /// Sizes of every internal collection, to prove memory returns to zero.
     #[cfg(test)]
-    pub(crate) fn internal_sizes(&self) -> [usize; 5] {
-        [self.index.len(), self.entries.len(), self.ready.len(), self.waiting.len(), self.leases.len()]
+    pub(crate) fn internal_sizes(&self) -> [usize; 6] {
+        [
+            self.index.len(),
+            self.entries.len(),
+            self.ready.len(),
+            self.waiting.len(),
+            self.leases.len(),
+            self.settling.len(),
+        ]
+    }
+}
+
+impl From<&super::Pending> for DirtyStatus {
+    fn from(pending: &super::Pending) -> Self {
+        DirtyStatus { priority: pending.priority, reasons: pending.reasons.clone(), ready_at: pending.ready_at }
     }
 }

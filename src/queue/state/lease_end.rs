@@ -1,4 +1,4 @@
-//! How leases end: Done, Finish, Extend, release, hand-back and expiry, and the failure bookkeeping that follows.
+//! How leases end: Done, Finish, Extend, release, hand-back and expiry, the settling after writes, and the failure bookkeeping that follows.
 
 use std::borrow::Borrow;
 use std::hash::Hash;
@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{LeaseEnd, Phase, QueueState};
+use super::{LeaseEnd, Pending, Phase, QueueState};
 use crate::queue::error::QueueError;
 use crate::queue::lease::{FinishOutcome, Holder, LeaseRenewal, LeaseToken};
 use crate::queue::observer::LeaseEndKind;
@@ -72,6 +72,60 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         self.note_deadline(deadline);
         // A deadline that cannot move forward (the leader's term ended) means stop.
         Ok(LeaseRenewal { deadline, cancel: self.cancel_held || deadline <= now })
+    }
+
+    /// The holder of the lease is writing through the sidecar: when the lease
+    /// ends, the key settles (is not handed out) until `settled` is called or
+    /// the queue's `settle_timeout` passes. Refused, as `Done` is, when
+    /// `token` is not the key's current lease: a write under a lost lease
+    /// must not be made.
+    pub(crate) fn mark_written<Q>(&mut self, key: &Q, token: LeaseToken) -> Result<(), QueueError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let slot = self.held_slot(key, token).inspect_err(|_| self.observer.stale_token())?;
+        let Phase::Held(held) = &mut self.entries[slot].phase else { unreachable!("held_slot checked the phase") };
+        held.unsettled = true;
+        Ok(())
+    }
+
+    /// The caches have seen every write made under the key's leases: a held
+    /// key will not settle when its lease ends, a settling key is queued now
+    /// (if it was added meanwhile or its outcome asked for it). Whether a
+    /// settling key was let go.
+    pub(crate) fn settled<Q>(&mut self, key: &Q, now: Instant) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let Some(&slot) = self.index.get(key) else { return false };
+        match &mut self.entries[slot].phase {
+            Phase::Held(held) => {
+                held.unsettled = false;
+                false
+            }
+            Phase::Settling { .. } => {
+                self.end_settling(slot, now);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A settling key goes on: queued as its lease's outcome and the adds
+    /// since asked, or idle.
+    pub(super) fn end_settling(&mut self, slot: Slot, now: Instant) {
+        let Phase::Settling { until, seq, pending } = std::mem::replace(&mut self.entries[slot].phase, Phase::Idle)
+        else {
+            unreachable!("only settling keys are in the settling set")
+        };
+        self.settling.remove(&(until, seq));
+        if let Some(pending) = pending {
+            self.enqueue_slot(slot, pending.priority, pending.reasons, pending.ready_at, now);
+            self.entries[slot].enqueued_at = Some(pending.enqueued_at);
+        }
+        self.remove_if_idle(slot);
     }
 
     /// Returns every lease of `holder` to the queue, as failures; how many.
@@ -172,6 +226,24 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             LeaseEnd::Returned => Some((ReasonKind::ShutdownReturned, now)),
         };
 
+        if held.unsettled {
+            // Writes under this lease are not in every cache yet: what would
+            // be queued now waits, merged, until they are.
+            let mut pending = held.pending;
+            if let Some((kind, ready_at)) = requeue {
+                let reasons = ReasonSet::from(Reason::of(kind));
+                Pending::merge_into(
+                    &mut pending,
+                    Pending { priority: lease_priority, reasons, ready_at, enqueued_at: now },
+                );
+            }
+            let until = time::after(now, self.settings.settle_timeout);
+            let seq = self.next_seq();
+            self.settling.insert((until, seq), slot);
+            self.note_deadline(until);
+            self.entries[slot].phase = Phase::Settling { until, seq, pending };
+            return;
+        }
         if let Some((kind, ready_at)) = requeue {
             self.enqueue_slot(slot, lease_priority, ReasonSet::from(Reason::of(kind)), ready_at, now);
         }

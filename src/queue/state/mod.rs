@@ -2,7 +2,9 @@
 //!
 //! Each key has one entry in a slab, found through `index`, in exactly one
 //! phase: idle (only its failures remembered), ready (in a priority lane),
-//! waiting (in the timer set) or held (in the lease set, possibly dirty). The
+//! waiting (in the timer set), held (in the lease set, possibly dirty) or
+//! settling (after a lease under which the worker wrote, until the caches
+//! have seen the writes; in the settling set, possibly dirty). The
 //! async `WorkQueue` wraps this in a mutex; tests drive it directly with
 //! explicit instants.
 
@@ -34,7 +36,7 @@ pub enum AddOutcome {
     Queued,
     /// The key was already queued or waiting; priority, time and reasons merged.
     Merged,
-    /// The key is held: it goes back to the queue when its lease ends.
+    /// The key is held, or settling: it goes back to the queue when its lease ends or it settles.
     MarkedDirty,
 }
 
@@ -55,9 +57,22 @@ struct Entry<K> {
 #[derive(Debug)]
 enum Phase {
     Idle,
-    Ready { place: ReadyPlace, since: Instant },
-    Waiting { until: Instant, seq: u64 },
+    Ready {
+        place: ReadyPlace,
+        since: Instant,
+    },
+    Waiting {
+        until: Instant,
+        seq: u64,
+    },
     Held(HeldLease),
+    /// Its lease ended after writes the caches have not seen yet: not handed
+    /// out until they have (`settled`) or `until` passes.
+    Settling {
+        until: Instant,
+        seq: u64,
+        pending: Option<Pending>,
+    },
 }
 
 #[derive(Debug)]
@@ -68,6 +83,9 @@ struct HeldLease {
     granted_at: Instant,
     /// Added again while held (client-go's dirty set).
     pending: Option<Pending>,
+    /// The worker wrote through the sidecar under this lease, and the caches
+    /// have not all seen it yet: the key settles when the lease ends.
+    unsettled: bool,
 }
 
 #[derive(Debug)]
@@ -76,6 +94,21 @@ struct Pending {
     reasons: ReasonSet,
     ready_at: Instant,
     enqueued_at: Instant,
+}
+
+impl Pending {
+    /// Merges an add into what is pending, as an add merges into a queued
+    /// key: the higher priority and the earlier ready time win.
+    fn merge_into(pending: &mut Option<Pending>, add: Pending) {
+        match pending {
+            Some(pending) => {
+                pending.priority = pending.priority.max(add.priority);
+                pending.reasons.merge(add.reasons);
+                pending.ready_at = pending.ready_at.min(add.ready_at);
+            }
+            None => *pending = Some(add),
+        }
+    }
 }
 
 /// How a lease ended, for the bookkeeping that follows.
@@ -102,6 +135,8 @@ pub(crate) struct QueueState<K> {
     waiting: BTreeMap<(Instant, u64), Slot>,
     /// Held keys by lease deadline.
     leases: BTreeMap<(Instant, LeaseToken), Slot>,
+    /// Settling keys by the latest instant they settle.
+    settling: BTreeMap<(Instant, u64), Slot>,
     next_seq: u64,
     tokens: TokenSource,
     shutting_down: bool,
@@ -138,6 +173,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             ready: ReadyLanes::default(),
             waiting: BTreeMap::new(),
             leases: BTreeMap::new(),
+            settling: BTreeMap::new(),
             next_seq: 0,
             tokens: TokenSource::new(),
             shutting_down: false,
@@ -341,18 +377,12 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
                 }
                 AddOutcome::Merged
             }
-            Phase::Held(held) => {
-                match &mut held.pending {
-                    Some(pending) => {
-                        pending.priority = pending.priority.max(priority);
-                        pending.reasons.merge(reasons);
-                        pending.ready_at = pending.ready_at.min(ready_at);
-                    }
-                    None => {
-                        self.observer.added();
-                        held.pending = Some(Pending { priority, reasons, ready_at, enqueued_at: now });
-                    }
+            Phase::Held(HeldLease { pending, .. }) | Phase::Settling { pending, .. } => {
+                let add = Pending { priority, reasons, ready_at, enqueued_at: now };
+                if pending.is_none() {
+                    self.observer.added();
                 }
+                Pending::merge_into(pending, add);
                 AddOutcome::MarkedDirty
             }
         }
@@ -423,8 +453,14 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         let entry = &mut self.entries[slot];
         let enqueued_at = entry.enqueued_at.unwrap_or(popped.ready_since);
         self.observer.granted(now.saturating_duration_since(enqueued_at));
-        entry.phase =
-            Phase::Held(HeldLease { token, holder: holder.clone(), deadline, granted_at: now, pending: None });
+        entry.phase = Phase::Held(HeldLease {
+            token,
+            holder: holder.clone(),
+            deadline,
+            granted_at: now,
+            pending: None,
+            unsettled: false,
+        });
         Some(Lease {
             key: entry.key.clone(),
             token,
@@ -467,16 +503,21 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             }
             self.end_lease(slot, LeaseEnd::Lost(ReasonKind::LeaseExpired), now);
         }
+        while let Some((&(until, _), &slot)) = self.settling.first_key_value() {
+            if until > now {
+                break;
+            }
+            self.observer.settle_timed_out();
+            self.end_settling(slot, now);
+        }
     }
 
     /// The next instant at which `advance` has something to do.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         let waiting = self.waiting.first_key_value().map(|(&(until, _), _)| until);
         let lease = self.leases.first_key_value().map(|(&(deadline, _), _)| deadline);
-        match (waiting, lease) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let settling = self.settling.first_key_value().map(|(&(until, _), _)| until);
+        [waiting, lease, settling].into_iter().flatten().min()
     }
 
     /// Records what the timer now sleeps towards.
