@@ -12,6 +12,9 @@
 //!   their events to keys on the queues.
 //! - [`objects`]: writes to the API server for remote workers (apply, patch,
 //!   create, delete of any kind, found through discovery).
+//! - [`freshness`]: the stale-read guard: reads of an object written through
+//!   the sidecar, and the next lease of a key written under, wait until the
+//!   caches have seen the write.
 //! - [`grpc`]: the wire face: `WorkQueueService` (unary calls and the `Work`
 //!   stream), `CacheService`, `ObjectService`, health and reflection; thin handlers.
 //! - [`server`], [`tls`]: listening on TCP (plaintext or TLS, optionally mTLS) and unix sockets,
@@ -30,6 +33,7 @@
 pub mod queue;
 pub mod queue_registry;
 
+pub mod freshness;
 pub mod informer;
 pub mod objects;
 

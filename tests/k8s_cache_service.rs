@@ -16,11 +16,9 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 use support::control_plane::{self, TestNamespace};
 use support::informers::Sidecar;
-use tokio::sync::watch;
 use tonic::Code;
 use tonic::transport::Channel;
-use workqueue_sidecar::grpc::{self, pb};
-use workqueue_sidecar::server::{Listeners, serve};
+use workqueue_sidecar::grpc::pb;
 
 use pb::cache_service_client::CacheServiceClient;
 use pb::work_queue_service_client::WorkQueueServiceClient;
@@ -40,17 +38,6 @@ fn config_map(name: &str, labels: serde_json::Value, owner: Option<&ConfigMap>) 
         }]);
     }
     cm
-}
-
-/// Serves the in-process sidecar's gRPC API on a free port; returns a channel to it.
-async fn serve_grpc(sidecar: &Sidecar) -> (Channel, watch::Sender<bool>) {
-    let listeners = Listeners::bind(Some("127.0.0.1:0".parse().unwrap()), None, false).await.unwrap();
-    let address = listeners.tcp_address().unwrap();
-    let api = grpc::api(sidecar.queues.clone(), sidecar.informers.clone(), None).await.unwrap();
-    let (stop, stop_rx) = watch::channel(false);
-    tokio::spawn(serve(api.routes, listeners, stop_rx));
-    let channel = Channel::from_shared(format!("http://{address}")).unwrap().connect().await.unwrap();
-    (channel, stop)
 }
 
 fn names(objects: &[pb::CachedObject]) -> Vec<&str> {
@@ -76,8 +63,8 @@ async fn k8s_cache_service_should_get_list_filter_page_and_read_your_writes() {
          queues:\n  q: {{ primary: cms }}\n",
         ns.name()
     );
-    let sidecar = Sidecar::start(&client, &yaml).await;
-    let (channel, _stop) = serve_grpc(&sidecar).await;
+    let mut sidecar = Sidecar::start(&client, &yaml).await;
+    let (channel, _stop) = sidecar.serve_grpc(None).await;
     let mut cache = CacheServiceClient::new(channel.clone());
     let ns_name = ns.name().to_string();
     let get = |name: &str| pb::GetObjectRequest {
@@ -235,8 +222,8 @@ async fn k8s_standalone_sidecar_should_answer_not_found_for_every_informer() {
         workqueue_sidecar::queue_registry::QueueRegistry::new([("default".to_string(), Default::default())]).unwrap(),
     );
     let informers = std::sync::Arc::new(workqueue_sidecar::informer::InformerRegistry::empty());
-    let sidecar = Sidecar { queues, informers, tasks: Default::default() };
-    let (channel, _stop) = serve_grpc(&sidecar).await;
+    let mut sidecar = Sidecar { queues, informers, tasks: Default::default() };
+    let (channel, _stop) = sidecar.serve_grpc(None).await;
     let err = CacheServiceClient::new(channel)
         .get_object(pb::GetObjectRequest { informer: "users".into(), name: "x".into(), ..Default::default() })
         .await

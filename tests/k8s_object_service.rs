@@ -6,34 +6,18 @@
 
 mod support;
 
-use std::sync::Arc;
-
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use serde_json::{Value, json};
 use support::control_plane::{self, TestNamespace, apply_crd, unique_name};
 use support::informers::Sidecar;
-use tokio::sync::watch;
-use tonic::transport::Channel;
 use tonic::{Code, Status};
 use tonic_types::StatusExt;
-use workqueue_sidecar::grpc::{self, pb};
+use workqueue_sidecar::grpc::pb;
 use workqueue_sidecar::objects::ObjectWriter;
-use workqueue_sidecar::server::{Listeners, serve};
 
 use pb::cache_service_client::CacheServiceClient;
 use pb::object_service_client::ObjectServiceClient;
-
-/// Serves the in-process sidecar's gRPC API, writing with `writer`.
-async fn serve_grpc(sidecar: &Sidecar, writer: ObjectWriter) -> (Channel, watch::Sender<bool>) {
-    let listeners = Listeners::bind(Some("127.0.0.1:0".parse().unwrap()), None, false).await.unwrap();
-    let address = listeners.tcp_address().unwrap();
-    let api = grpc::api(sidecar.queues.clone(), sidecar.informers.clone(), Some(Arc::new(writer))).await.unwrap();
-    let (stop, stop_rx) = watch::channel(false);
-    tokio::spawn(serve(api.routes, listeners, stop_rx));
-    let channel = Channel::from_shared(format!("http://{address}")).unwrap().connect().await.unwrap();
-    (channel, stop)
-}
 
 fn config_maps() -> Option<pb::ResourceType> {
     Some(pb::ResourceType { api_version: "v1".into(), kind: "ConfigMap".into() })
@@ -62,9 +46,9 @@ async fn k8s_object_service_should_create_apply_patch_and_delete_and_read_its_wr
         "informers:\n  cms: {{ version: v1, kind: ConfigMap, namespace: {} }}\nqueues:\n  q: {{ primary: cms }}\n",
         ns.name()
     );
-    let sidecar = Sidecar::start(&client, &yaml).await;
+    let mut sidecar = Sidecar::start(&client, &yaml).await;
     sidecar.synced().await;
-    let (channel, _stop) = serve_grpc(&sidecar, ObjectWriter::new(client.clone(), "tests".into())).await;
+    let (channel, _stop) = sidecar.serve_grpc(Some(ObjectWriter::new(client.clone(), "tests".into()))).await;
     let mut objects = ObjectServiceClient::new(channel.clone());
     let mut cache = CacheServiceClient::new(channel);
 
@@ -211,8 +195,8 @@ spec:
 "
     );
     apply_crd(&client, &format!("gadgets.{group}"), &crd).await;
-    let sidecar = Sidecar::start(&client, "queues:\n  q: {}\n").await;
-    let (channel, _stop) = serve_grpc(&sidecar, ObjectWriter::new(client.clone(), "tests".into())).await;
+    let mut sidecar = Sidecar::start(&client, "queues:\n  q: {}\n").await;
+    let (channel, _stop) = sidecar.serve_grpc(Some(ObjectWriter::new(client.clone(), "tests".into()))).await;
     let mut objects = ObjectServiceClient::new(channel);
     let gadgets = Some(pb::ResourceType { api_version: format!("{group}/v1"), kind: "Gadget".into() });
     let create = |resource_type: Option<pb::ResourceType>, namespace: &str, object: Value| pb::CreateObjectRequest {
@@ -249,11 +233,8 @@ spec:
     assert!(status.message().contains("Not_Valid"), "{}", status.message());
 
     // 403: PERMISSION_DENIED, for a user the API server gives no rights.
-    let (channel, _stop_nobody) = serve_grpc(
-        &sidecar,
-        ObjectWriter::new(control_plane::client_as("system:serviceaccount:default:nobody").await, "tests".into()),
-    )
-    .await;
+    let nobody = control_plane::client_as("system:serviceaccount:default:nobody").await;
+    let (channel, _stop_nobody) = sidecar.serve_grpc(Some(ObjectWriter::new(nobody, "tests".into()))).await;
     let forbidden = ObjectServiceClient::new(channel)
         .create_object(create(config_maps(), ns.name(), json!({"metadata": {"name": "x"}})))
         .await;

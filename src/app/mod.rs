@@ -19,6 +19,7 @@ pub use tasks::Tasks;
 
 use crate::admin::{self, Readiness};
 use crate::config::Config;
+use crate::freshness::Freshness;
 use crate::grpc;
 use crate::informer::{InformerRegistry, InformerWatches, WatchProgress};
 use crate::leader::{ElectionSettings, Elector, Leadership};
@@ -151,7 +152,13 @@ impl Sidecar {
             let condition = format!("informer {} synced", informer.name());
             tasks.step(format!("readiness: {condition}"), readiness.follow(condition, informer.synced_watch()));
         }
-        let api = grpc::api(queues.clone(), informers.clone(), writer).await.context("building the gRPC services")?;
+        // The stale-read guard follows every cache from the start.
+        let writes = writer.map(|writer| {
+            let freshness = Arc::new(Freshness::new(&informers, queues.clone()));
+            tasks.background("stale-read guard: follows the caches", freshness.clone().follow_caches());
+            grpc::Writes { writer, freshness }
+        });
+        let api = grpc::api(queues.clone(), informers.clone(), writes).await.context("building the gRPC services")?;
         let (stop_tx, stop_rx) = watch::channel(false);
         let routes = metrics::instrument(api.routes, &metrics);
         let stopped = stop_rx.clone();

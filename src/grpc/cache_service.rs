@@ -10,6 +10,7 @@ use super::convert::cached_object;
 use super::pb::{self, cache_service_server::CacheService};
 use super::status::ApiError;
 use super::validate;
+use crate::freshness::Freshness;
 use crate::informer::{CacheReadError, InformerRegistry, LabelSelector, ListQuery, SharedInformer};
 
 /// Longest wait a read may ask for (initial list plus min_resource_version).
@@ -24,11 +25,22 @@ const PAGE_TOKEN_PREFIX: &str = "after:";
 /// The handlers; one instance serves every connection.
 pub struct CacheApi {
     informers: Arc<InformerRegistry>,
+    /// Reads of objects written through the sidecar wait for the cache to see the write.
+    freshness: Option<Arc<Freshness>>,
 }
 
 impl CacheApi {
-    pub fn new(informers: Arc<InformerRegistry>) -> Self {
-        CacheApi { informers }
+    pub fn new(informers: Arc<InformerRegistry>, freshness: Option<Arc<Freshness>>) -> Self {
+        CacheApi { informers, freshness }
+    }
+
+    /// Waits until the cache has seen the sidecar's writes of `key` (of any
+    /// object, for `None`).
+    async fn await_writes(&self, informer: &SharedInformer, key: Option<&str>) -> Result<(), ApiError> {
+        match &self.freshness {
+            Some(freshness) => Ok(freshness.await_seen(informer, key).await?),
+            None => Ok(()),
+        }
     }
 
     /// Finds the informer, then waits (within `wait`) for its first list and
@@ -85,6 +97,7 @@ impl CacheService for CacheApi {
             (true, false) => format!("{}/{}", req.namespace, req.name),
             (false, true) => req.name,
         };
+        self.await_writes(informer, Some(&key)).await?;
         let object = match informer.get(&key) {
             Some(object) => Some(cached_object(&object, false)),
             None if req.include_deleted => informer.get_deleted(&key).map(|o| cached_object(&o, true)),
@@ -120,6 +133,7 @@ impl CacheService for CacheApi {
             after,
             limit,
         };
+        self.await_writes(informer, None).await?;
         let page = informer.list(&query).map_err(ApiError::from)?;
         Ok(Response::new(pb::ListObjectsResponse {
             objects: page.objects.iter().map(|o| cached_object(o, false)).collect(),

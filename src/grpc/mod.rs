@@ -19,14 +19,13 @@ use tonic::service::Routes;
 use tonic_health::server::HealthReporter;
 
 pub use cache_service::{CacheApi, DEFAULT_PAGE_SIZE, MAX_CACHE_WAIT, MAX_PAGE_SIZE};
-pub use object_service::ObjectApi;
+pub use object_service::{ObjectApi, Writes};
 pub use status::ApiError;
 pub use validate::{MAX_BATCH_KEYS, MAX_GET_KEYS, MAX_GET_WAIT, MAX_KEY_BYTES};
 pub use work_stream::MAX_CREDITS;
 pub use workqueue_service::WorkQueueApi;
 
 use crate::informer::InformerRegistry;
-use crate::objects::ObjectWriter;
 use crate::queue_registry::QueueRegistry;
 use pb::cache_service_server::CacheServiceServer;
 use pb::object_service_server::ObjectServiceServer;
@@ -50,7 +49,7 @@ pub struct Api {
 pub async fn api(
     queues: Arc<QueueRegistry>,
     informers: Arc<InformerRegistry>,
-    writer: Option<Arc<ObjectWriter>>,
+    writes: Option<Writes>,
 ) -> Result<Api, tonic_reflection::server::Error> {
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<WorkQueueServiceServer<WorkQueueApi>>().await;
@@ -67,10 +66,11 @@ pub async fn api(
     let workqueue = WorkQueueServiceServer::new(WorkQueueApi::new(queues).with_informers(informers.clone()))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let cache = CacheServiceServer::new(CacheApi::new(informers))
+    let freshness = writes.as_ref().map(|w| w.freshness.clone());
+    let cache = CacheServiceServer::new(CacheApi::new(informers, freshness))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let objects = ObjectServiceServer::new(ObjectApi::new(writer))
+    let objects = ObjectServiceServer::new(ObjectApi::new(writes))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let routes = Routes::new(workqueue)

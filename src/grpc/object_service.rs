@@ -1,4 +1,4 @@
-//! `ObjectService`: writes through the sidecar (ApplyObject, PatchObject, CreateObject, DeleteObject), requests parsed here into `objects` types.
+//! `ObjectService`: writes through the sidecar (ApplyObject, PatchObject, CreateObject, DeleteObject), requests parsed here into `objects` types, each noted by the stale-read guard.
 
 use std::sync::Arc;
 
@@ -8,20 +8,32 @@ use tonic::{Request, Response, Status};
 
 use super::pb::{self, object_service_server::ObjectService};
 use super::status::ApiError;
+use super::validate;
+use crate::freshness::{Freshness, LeaseRef, WriteOutcome, WriteTicket, Written};
 use crate::objects::{DeleteOptions, Deleted, KindRef, ObjectRef, ObjectWriter, PatchBody, Propagation};
 
-/// The handlers; `None` in the standalone mode, which has no Kubernetes.
+/// What writes need: `None` in the standalone mode, which has no Kubernetes.
+pub struct Writes {
+    pub writer: Arc<ObjectWriter>,
+    pub freshness: Arc<Freshness>,
+}
+
+/// The handlers.
 pub struct ObjectApi {
-    writer: Option<Arc<ObjectWriter>>,
+    writes: Option<Writes>,
 }
 
 impl ObjectApi {
-    pub fn new(writer: Option<Arc<ObjectWriter>>) -> Self {
-        ObjectApi { writer }
+    pub fn new(writes: Option<Writes>) -> Self {
+        ObjectApi { writes }
     }
 
-    fn writer(&self) -> Result<&ObjectWriter, ApiError> {
-        self.writer.as_deref().ok_or(ApiError::NoKubernetes)
+    /// The writer, and a ticket of the stale-read guard for one write under
+    /// `lease` (refused when the lease is not current).
+    fn begin(&self, lease: Option<&pb::LeaseRef>) -> Result<(&ObjectWriter, WriteTicket), ApiError> {
+        let writes = self.writes.as_ref().ok_or(ApiError::NoKubernetes)?;
+        let ticket = writes.freshness.begin(lease.map(lease_ref).transpose()?)?;
+        Ok((&writes.writer, ticket))
     }
 }
 
@@ -31,19 +43,17 @@ type Reply<T> = Result<Response<T>, Status>;
 impl ObjectService for ObjectApi {
     async fn apply_object(&self, request: Request<pb::ApplyObjectRequest>) -> Reply<pb::ApplyObjectResponse> {
         let req = request.into_inner();
-        let writer = self.writer()?;
         let target = object_ref(req.r#type.as_ref(), &req.namespace, &req.name)?;
         let object = json_value("json", &req.json)?;
-        let written = writer
-            .apply(&target, object, field_manager(&req.field_manager)?, req.force)
-            .await
-            .map_err(ApiError::from)?;
+        let manager = field_manager(&req.field_manager)?;
+        let (writer, ticket) = self.begin(req.lease.as_ref())?;
+        let written = writer.apply(&target, object, manager, req.force).await.map_err(ApiError::from)?;
+        ticket.written(wrote(&target.kind, &written));
         Ok(Response::new(pb::ApplyObjectResponse { object: Some(written_object(&written)?) }))
     }
 
     async fn patch_object(&self, request: Request<pb::PatchObjectRequest>) -> Reply<pb::PatchObjectResponse> {
         let req = request.into_inner();
-        let writer = self.writer()?;
         let target = object_ref(req.r#type.as_ref(), &req.namespace, &req.name)?;
         let patch = match pb::PatchType::try_from(req.patch_type) {
             Ok(pb::PatchType::Merge) => PatchBody::Merge(json_value("patch", &req.patch)?),
@@ -54,29 +64,27 @@ impl ObjectService for ObjectApi {
                 return Err(ApiError::invalid("patch_type", "must be PATCH_TYPE_MERGE or PATCH_TYPE_JSON").into());
             }
         };
-        let written = writer
-            .patch(&target, patch, req.status, field_manager(&req.field_manager)?)
-            .await
-            .map_err(ApiError::from)?;
+        let manager = field_manager(&req.field_manager)?;
+        let (writer, ticket) = self.begin(req.lease.as_ref())?;
+        let written = writer.patch(&target, patch, req.status, manager).await.map_err(ApiError::from)?;
+        ticket.written(wrote(&target.kind, &written));
         Ok(Response::new(pb::PatchObjectResponse { object: Some(written_object(&written)?) }))
     }
 
     async fn create_object(&self, request: Request<pb::CreateObjectRequest>) -> Reply<pb::CreateObjectResponse> {
         let req = request.into_inner();
-        let writer = self.writer()?;
         let kind = kind_ref(req.r#type.as_ref())?;
         let object = json_value("json", &req.json)?;
         let namespace = (!req.namespace.is_empty()).then_some(req.namespace.as_str());
-        let written = writer
-            .create(&kind, namespace, object, field_manager(&req.field_manager)?)
-            .await
-            .map_err(ApiError::from)?;
+        let manager = field_manager(&req.field_manager)?;
+        let (writer, ticket) = self.begin(req.lease.as_ref())?;
+        let written = writer.create(&kind, namespace, object, manager).await.map_err(ApiError::from)?;
+        ticket.written(wrote(&kind, &written));
         Ok(Response::new(pb::CreateObjectResponse { object: Some(written_object(&written)?) }))
     }
 
     async fn delete_object(&self, request: Request<pb::DeleteObjectRequest>) -> Reply<pb::DeleteObjectResponse> {
         let req = request.into_inner();
-        let writer = self.writer()?;
         let target = object_ref(req.r#type.as_ref(), &req.namespace, &req.name)?;
         let propagation = match pb::Propagation::try_from(req.propagation) {
             Ok(pb::Propagation::Unspecified) => Propagation::Default,
@@ -92,13 +100,46 @@ impl ObjectService for ObjectApi {
             resource_version: non_empty(req.precondition_resource_version),
             propagation,
         };
+        let (writer, ticket) = self.begin(req.lease.as_ref())?;
         let reply = match writer.delete(&target, options).await.map_err(ApiError::from)? {
-            Deleted::Gone => pb::DeleteObjectResponse { gone: true, object: None },
+            Deleted::Gone => {
+                ticket.written(Written {
+                    kind: &target.kind,
+                    namespace: target.namespace.as_deref(),
+                    name: &target.name,
+                    outcome: WriteOutcome::Gone,
+                });
+                pb::DeleteObjectResponse { gone: true, object: None }
+            }
             Deleted::Pending(object) => {
+                ticket.written(wrote(&target.kind, &object));
                 pb::DeleteObjectResponse { gone: false, object: Some(written_object(&object)?) }
             }
         };
         Ok(Response::new(reply))
+    }
+}
+
+/// The lease a write names, parsed.
+fn lease_ref(lease: &pb::LeaseRef) -> Result<LeaseRef, ApiError> {
+    if lease.queue.is_empty() {
+        return Err(ApiError::invalid("lease.queue", "must name the queue of the lease"));
+    }
+    Ok(LeaseRef {
+        queue: Arc::from(lease.queue.as_str()),
+        key: Arc::from(validate::key("lease.key", &lease.key)?),
+        token: validate::token(lease.token)
+            .map_err(|_| ApiError::invalid("lease.token", "must be the token of a lease (non-zero)"))?,
+    })
+}
+
+/// A written object, as the stale-read guard notes it.
+fn wrote<'a>(kind: &'a KindRef, object: &'a DynamicObject) -> Written<'a> {
+    Written {
+        kind,
+        namespace: object.metadata.namespace.as_deref(),
+        name: object.metadata.name.as_deref().unwrap_or_default(),
+        outcome: WriteOutcome::Object(object),
     }
 }
 

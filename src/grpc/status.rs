@@ -3,6 +3,7 @@
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
+use crate::freshness::FenceError;
 use crate::informer::CacheReadError;
 use crate::objects::{Refusal, WriteError};
 use crate::queue::QueueError;
@@ -33,6 +34,15 @@ pub enum ApiError {
     /// A fault of the sidecar's own, not of the request.
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+impl From<FenceError> for ApiError {
+    fn from(err: FenceError) -> Self {
+        match err {
+            FenceError::UnknownQueue(queue) => ApiError::UnknownQueue(queue),
+            FenceError::Queue(err) => ApiError::Queue(err),
+        }
+    }
 }
 
 impl ApiError {
@@ -93,7 +103,7 @@ pub fn code_of(err: &ApiError) -> Code {
             | CacheReadError::BadResourceVersion(_)
             | CacheReadError::BadPageToken(_) => Code::InvalidArgument,
             CacheReadError::NotSynced { .. } => Code::Unavailable,
-            CacheReadError::VersionNotReached { .. } => Code::DeadlineExceeded,
+            CacheReadError::VersionNotReached { .. } | CacheReadError::WriteNotSeen { .. } => Code::DeadlineExceeded,
         },
         ApiError::Write(err) => match err {
             WriteError::UnknownKind { .. } => Code::NotFound,

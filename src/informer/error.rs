@@ -55,4 +55,10 @@ pub enum CacheReadError {
     /// The cache had not seen the asked resourceVersion within the wait.
     #[error("informer {informer:?} has seen resourceVersion {seen}, not yet {wanted} (waited {waited:?})")]
     VersionNotReached { informer: String, wanted: u64, seen: u64, waited: Duration },
+    /// A write through the sidecar of the object read had not reached the
+    /// cache within the stale-read guard's bound.
+    #[error(
+        "informer {informer:?} has not yet seen the write of {key:?} through the sidecar ({expected}, waited {waited:?})"
+    )]
+    WriteNotSeen { informer: String, key: String, expected: String, waited: Duration },
 }

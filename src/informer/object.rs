@@ -103,6 +103,12 @@ impl Shaping {
     }
 }
 
+impl From<kube::api::ObjectMeta> for Meta {
+    fn from(metadata: kube::api::ObjectMeta) -> Self {
+        meta_of(metadata)
+    }
+}
+
 fn meta_of(metadata: kube::api::ObjectMeta) -> Meta {
     let mut labels: Vec<(Box<str>, Box<str>)> =
         metadata.labels.unwrap_or_default().into_iter().map(|(k, v)| (k.into(), v.into())).collect();

@@ -131,6 +131,11 @@ impl SharedInformer {
         *self.synced.borrow()
     }
 
+    /// Follows `seen_version`: changes with every newer version seen.
+    pub fn version_watch(&self) -> watch::Receiver<u64> {
+        self.seen_version.subscribe()
+    }
+
     /// The highest resourceVersion seen so far (0 before any object).
     pub fn seen_version(&self) -> u64 {
         *self.seen_version.borrow()

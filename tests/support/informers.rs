@@ -7,9 +7,13 @@ use std::time::Duration;
 
 use kube::Client;
 use workqueue_sidecar::config::Config;
+use workqueue_sidecar::freshness::Freshness;
+use workqueue_sidecar::grpc;
 use workqueue_sidecar::informer::InformerRegistry;
+use workqueue_sidecar::objects::ObjectWriter;
 use workqueue_sidecar::queue::{FinishOutcome, KeyPhase, KeyStatus, Lease, ReasonKind};
 use workqueue_sidecar::queue_registry::{Queue, QueueRegistry};
+use workqueue_sidecar::server::{Listeners, serve};
 
 /// How long a key may take to show up on a queue after the API server accepted a change.
 pub const EVENT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -38,6 +42,30 @@ impl Sidecar {
             tasks.spawn(task.future);
         }
         Sidecar { queues, informers, tasks }
+    }
+
+    /// Writes through the sidecar as the app wires them: `writer` and the
+    /// stale-read guard, which follows the caches while the sidecar lives.
+    pub fn writes(&mut self, writer: ObjectWriter) -> grpc::Writes {
+        let freshness = Arc::new(Freshness::new(&self.informers, self.queues.clone()));
+        self.tasks.spawn(freshness.clone().follow_caches());
+        grpc::Writes { writer: Arc::new(writer), freshness }
+    }
+
+    /// Serves the sidecar's gRPC API on 127.0.0.1, writing with `writer` (no
+    /// ObjectService without one); it stops when the sender is dropped or sent `true`.
+    pub async fn serve_grpc(
+        &mut self,
+        writer: Option<ObjectWriter>,
+    ) -> (tonic::transport::Channel, tokio::sync::watch::Sender<bool>) {
+        let listeners = Listeners::bind(Some("127.0.0.1:0".parse().unwrap()), None, false).await.unwrap();
+        let address = listeners.tcp_address().unwrap();
+        let writes = writer.map(|writer| self.writes(writer));
+        let api = grpc::api(self.queues.clone(), self.informers.clone(), writes).await.unwrap();
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(serve(api.routes, listeners, stop_rx));
+        let channel = tonic::transport::Channel::from_shared(format!("http://{address}")).unwrap();
+        (channel.connect().await.unwrap(), stop)
     }
 
     pub fn queue(&self, name: &str) -> &Queue {

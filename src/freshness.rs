@@ -1,0 +1,368 @@
+//! The stale-read guard: writes through the sidecar that the informer caches have not seen yet, and the reads and leases that wait for them.
+//!
+//! A write through `ObjectService` returns a resourceVersion before the
+//! sidecar's own watch has delivered it. Until it has, a cache read of that
+//! object would answer the state before the write, and a reconcile started
+//! then would act on it (create a child twice, say). So every write is noted
+//! here with what each cache that holds its kind must see: a resourceVersion
+//! at least the written one, or the object gone. Reads of a noted object
+//! wait for it (up to [`READ_BOUND`]). A write made under a lease also marks
+//! that lease (fenced by its token, so a write under a lost lease is never
+//! made), and its key settles in the queue when the lease ends: it is leased
+//! again only once every cache has caught up with every write made under
+//! it, or after the queue's `settle_timeout`.
+//!
+//! Cheap when nothing is pending: a read checks one atomic counter.
+//!
+//! When a cache counts as caught up: the informer's watch delivers events in
+//! resourceVersion order, so once it has seen any version at or past the
+//! written one, its cache reflects the write (or the object no longer
+//! matches its selectors). A cache is asked to see a write only when it can:
+//! the written object matches its label selector, or it holds the object now
+//! (a write that unselects it arrives as a delete). An informer with a field
+//! selector is asked only when it holds the object.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use futures_util::stream::select_all;
+use kube::api::DynamicObject;
+use parking_lot::Mutex;
+use tokio::time::Instant;
+use tokio_stream::wrappers::WatchStream;
+
+use crate::informer::{CacheReadError, InformerRegistry, LabelSelector, Meta, SharedInformer};
+use crate::objects::KindRef;
+use crate::queue::{LeaseToken, QueueError};
+use crate::queue_registry::QueueRegistry;
+
+/// The longest a read waits for the cache to see a write through the
+/// sidecar; past it the read fails (DEADLINE_EXCEEDED) rather than answer a
+/// state older than the write. A write the caches have not seen in this time
+/// is given up on. The API server's watch usually delivers in milliseconds.
+pub const READ_BOUND: Duration = Duration::from_secs(10);
+
+/// What one cache must see of one write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// Any event at or past this resourceVersion.
+    AtLeast(u64),
+    /// The object gone from the cache (a delete that removed it at once).
+    Gone,
+}
+
+/// The write a ticket was taken for, once made.
+pub struct Written<'a> {
+    pub kind: &'a KindRef,
+    pub namespace: Option<&'a str>,
+    pub name: &'a str,
+    pub outcome: WriteOutcome<'a>,
+}
+
+/// What the API server answered.
+pub enum WriteOutcome<'a> {
+    /// The object as written (created, applied, patched, or marked for deletion).
+    Object(&'a DynamicObject),
+    /// Deleted at once.
+    Gone,
+}
+
+/// A lease a write is made under, parsed.
+#[derive(Debug, Clone)]
+pub struct LeaseRef {
+    pub queue: Arc<str>,
+    pub key: Arc<str>,
+    pub token: LeaseToken,
+}
+
+/// Why a write may not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum FenceError {
+    #[error("unknown queue {0:?}")]
+    UnknownQueue(String),
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}
+
+/// One informer, as the guard sees it.
+struct Cache {
+    informer: Arc<SharedInformer>,
+    selector: Option<LabelSelector>,
+}
+
+/// The guard: one per sidecar with informers.
+pub struct Freshness {
+    caches: Vec<Cache>,
+    queues: Arc<QueueRegistry>,
+    ledger: Mutex<Ledger>,
+    /// Writes noted and not yet seen: reads skip the ledger while it is 0.
+    pending: AtomicUsize,
+}
+
+#[derive(Default)]
+struct Ledger {
+    next_id: u64,
+    writes: HashMap<u64, PendingWrite>,
+    /// Writes each object waits for: (cache index, object key).
+    by_object: HashMap<(usize, Arc<str>), Vec<u64>>,
+    /// Writes under leases not yet seen (or still being made), per queue and key.
+    by_key: HashMap<(Arc<str>, Arc<str>), usize>,
+}
+
+struct PendingWrite {
+    expects: Vec<(usize, Arc<str>, Expect)>,
+    lease: Option<(Arc<str>, Arc<str>)>,
+    at: Instant,
+}
+
+impl Freshness {
+    pub fn new(informers: &InformerRegistry, queues: Arc<QueueRegistry>) -> Self {
+        let caches = informers
+            .all()
+            .into_iter()
+            .map(|informer| {
+                // The config checked the selector when it was read.
+                let selector = informer.spec().label_selector.as_deref().and_then(|s| LabelSelector::parse(s).ok());
+                Cache { informer, selector }
+            })
+            .collect();
+        Freshness { caches, queues, ledger: Mutex::default(), pending: AtomicUsize::new(0) }
+    }
+
+    /// Before a write: a write under `lease` may be made only while the lease
+    /// is current, and from now on its key will settle when the lease ends.
+    /// The ticket notes the write once made ([`WriteTicket::written`]); a
+    /// ticket dropped without that (the write failed, the caller went away)
+    /// takes its mark back.
+    pub fn begin(self: &Arc<Self>, lease: Option<LeaseRef>) -> Result<WriteTicket, FenceError> {
+        let lease = match lease {
+            None => None,
+            Some(LeaseRef { queue, key, token }) => {
+                let q = self.queues.get(&queue).ok_or_else(|| FenceError::UnknownQueue(queue.to_string()))?;
+                let mut ledger = self.ledger.lock();
+                q.mark_written(&*key, token)?;
+                *ledger.by_key.entry((queue.clone(), key.clone())).or_default() += 1;
+                Some((queue, key))
+            }
+        };
+        Ok(WriteTicket { freshness: self.clone(), lease })
+    }
+
+    /// Waits until the cache of `informer` has seen every write noted for
+    /// `key` (every write of that informer's objects, for `None`: a list).
+    pub async fn await_seen(&self, informer: &SharedInformer, key: Option<&str>) -> Result<(), CacheReadError> {
+        if self.pending.load(Ordering::Acquire) == 0 {
+            return Ok(());
+        }
+        let Some(index) = self.caches.iter().position(|c| std::ptr::eq(&*c.informer, informer)) else {
+            return Ok(());
+        };
+        let expects = self.ledger.lock().expects_of(index, key, Instant::now());
+        if expects.is_empty() {
+            return Ok(());
+        }
+        let mut versions = informer.version_watch();
+        let deadline = Instant::now() + READ_BOUND;
+        loop {
+            let unseen = expects.iter().find(|(key, expect)| !seen(informer, key, *expect));
+            let Some((key, expect)) = unseen else { return Ok(()) };
+            if tokio::time::timeout_at(deadline, versions.changed()).await.is_err() {
+                return Err(CacheReadError::WriteNotSeen {
+                    informer: informer.name().to_string(),
+                    key: key.to_string(),
+                    expected: match expect {
+                        Expect::AtLeast(version) => format!("resourceVersion {version}"),
+                        Expect::Gone => "its deletion".to_owned(),
+                    },
+                    waited: READ_BOUND,
+                });
+            }
+        }
+    }
+
+    /// Follows every cache's progress and lets go of the writes they have
+    /// seen (and the keys that waited for them); runs until aborted.
+    pub async fn follow_caches(self: Arc<Self>) {
+        let mut progress = select_all(self.caches.iter().map(|c| WatchStream::new(c.informer.version_watch())));
+        while progress.next().await.is_some() {
+            if self.pending.load(Ordering::Acquire) > 0 {
+                self.sweep(Instant::now());
+            }
+        }
+    }
+
+    /// Drops the writes every cache has seen, or that are past the bound;
+    /// tells the queues of the keys with none left.
+    fn sweep(&self, now: Instant) {
+        let mut ledger = self.ledger.lock();
+        let done: Vec<u64> = ledger
+            .writes
+            .iter()
+            .filter(|(_, w)| {
+                now.saturating_duration_since(w.at) >= READ_BOUND
+                    || w.expects.iter().all(|(cache, key, expect)| seen(&self.caches[*cache].informer, key, *expect))
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in done {
+            if let Some(lease) = ledger.remove(id) {
+                self.release(&mut ledger, lease);
+            }
+        }
+        self.pending.store(ledger.writes.len(), Ordering::Release);
+    }
+
+    /// One write under a lease is accounted for: with none left for its key,
+    /// the queue lets the key go (now, if its lease has ended).
+    fn release(&self, ledger: &mut Ledger, lease: (Arc<str>, Arc<str>)) {
+        let left = ledger.by_key.get_mut(&lease).map(|n| {
+            *n = n.saturating_sub(1);
+            *n
+        });
+        if left == Some(0) {
+            ledger.by_key.remove(&lease);
+            if let Some(queue) = self.queues.get(&lease.0) {
+                queue.settled(&*lease.1);
+            }
+        }
+    }
+
+    /// What each cache must see of a write, leaving out what it has seen.
+    fn expects_of_write(&self, written: &Written<'_>) -> Vec<(usize, Arc<str>, Expect)> {
+        let key: Arc<str> = match written.namespace {
+            Some(namespace) => Arc::from(format!("{namespace}/{}", written.name)),
+            None => Arc::from(written.name),
+        };
+        let (expect, meta) = match written.outcome {
+            WriteOutcome::Gone => (Expect::Gone, None),
+            WriteOutcome::Object(object) => {
+                let Some(version) = object.metadata.resource_version.as_deref().and_then(|v| v.parse().ok()) else {
+                    // Not an etcd-backed resource: versions cannot be compared.
+                    return Vec::new();
+                };
+                (Expect::AtLeast(version), Some(Meta::from(object.metadata.clone())))
+            }
+        };
+        self.caches
+            .iter()
+            .enumerate()
+            .filter(|(_, cache)| holds_kind(&cache.informer, written.kind, written.namespace))
+            .filter(|(_, cache)| {
+                let holds_it = cache.informer.get(&key).is_some();
+                let would_hold_it = cache.informer.spec().field_selector.is_none()
+                    && meta.as_ref().is_some_and(|meta| cache.selector.as_ref().is_none_or(|s| s.matches(meta)));
+                holds_it || would_hold_it
+            })
+            .filter(|(_, cache)| !seen(&cache.informer, &key, expect))
+            .map(|(index, _)| (index, key.clone(), expect))
+            .collect()
+    }
+}
+
+/// A write under way: taken before it is made, noted once it is.
+pub struct WriteTicket {
+    freshness: Arc<Freshness>,
+    lease: Option<(Arc<str>, Arc<str>)>,
+}
+
+impl WriteTicket {
+    /// The write was made: reads of it, and its lease's key, wait for the
+    /// caches to see it.
+    pub fn written(mut self, written: Written<'_>) {
+        let freshness = self.freshness.clone();
+        let expects = freshness.expects_of_write(&written);
+        let lease = self.lease.take();
+        let mut ledger = freshness.ledger.lock();
+        if expects.is_empty() {
+            if let Some(lease) = lease {
+                freshness.release(&mut ledger, lease);
+            }
+            return;
+        }
+        ledger.insert(PendingWrite { expects, lease, at: Instant::now() });
+        freshness.pending.store(ledger.writes.len(), Ordering::Release);
+        drop(ledger);
+        // The watch may have delivered the write while it was being noted,
+        // with nothing pending for the follower to check then.
+        freshness.sweep(Instant::now());
+    }
+}
+
+impl Drop for WriteTicket {
+    fn drop(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            let mut ledger = self.freshness.ledger.lock();
+            self.freshness.release(&mut ledger, lease);
+        }
+    }
+}
+
+impl Ledger {
+    fn insert(&mut self, write: PendingWrite) {
+        self.next_id = self.next_id.wrapping_add(1);
+        let id = self.next_id;
+        for (cache, key, _) in &write.expects {
+            self.by_object.entry((*cache, key.clone())).or_default().push(id);
+        }
+        self.writes.insert(id, write);
+    }
+
+    /// Forgets a write; its lease, if it had one.
+    fn remove(&mut self, id: u64) -> Option<(Arc<str>, Arc<str>)> {
+        let write = self.writes.remove(&id)?;
+        for (cache, key, _) in write.expects {
+            let object = (cache, key);
+            if let Some(ids) = self.by_object.get_mut(&object) {
+                ids.retain(|other| *other != id);
+                if ids.is_empty() {
+                    self.by_object.remove(&object);
+                }
+            }
+        }
+        write.lease
+    }
+
+    /// What reads of `key` in cache `index` (of any key, for `None`) wait for,
+    /// leaving out writes past the bound.
+    fn expects_of(&self, index: usize, key: Option<&str>, now: Instant) -> Vec<(Arc<str>, Expect)> {
+        let live = |id: &u64| self.writes.get(id).filter(|w| now.saturating_duration_since(w.at) < READ_BOUND);
+        let of_write = |write: &PendingWrite| {
+            write
+                .expects
+                .iter()
+                .filter(|(cache, k, _)| *cache == index && key.is_none_or(|key| **k == *key))
+                .map(|(_, k, expect)| (k.clone(), *expect))
+                .collect::<Vec<_>>()
+        };
+        match key {
+            Some(key) => self
+                .by_object
+                .get(&(index, Arc::from(key)))
+                .into_iter()
+                .flatten()
+                .filter_map(live)
+                .flat_map(of_write)
+                .collect(),
+            None => self.writes.keys().filter_map(live).flat_map(of_write).collect(),
+        }
+    }
+}
+
+/// Whether `informer` holds objects of `kind` in `namespace` (any version of the kind).
+fn holds_kind(informer: &SharedInformer, kind: &KindRef, namespace: Option<&str>) -> bool {
+    let resource = informer.resource();
+    resource.group == kind.group
+        && resource.kind == kind.kind
+        && informer.spec().namespace.as_deref().is_none_or(|watched| Some(watched) == namespace)
+}
+
+/// Whether the cache has seen what a write expects of it.
+fn seen(informer: &SharedInformer, key: &str, expect: Expect) -> bool {
+    match expect {
+        Expect::AtLeast(version) => informer.seen_version() >= version,
+        Expect::Gone => informer.get(key).is_none(),
+    }
+}

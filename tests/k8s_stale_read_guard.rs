@@ -1,0 +1,210 @@
+//! The stale-read guard against the real control plane: a reconcile never reads a cache older than its own
+//! last write through the sidecar, a read right after a write sees it, and a write under a lost lease is
+//! refused and not made.
+//!
+//! Needs `WQS_KUBECONFIG`: `hack/control-plane up && eval "$(hack/control-plane env)"`.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::control_plane::{self, TestNamespace};
+use support::informers::Sidecar;
+use tonic::Code;
+use tonic::transport::Channel;
+use workqueue_sidecar::grpc::pb;
+use workqueue_sidecar::objects::ObjectWriter;
+
+use pb::cache_service_client::CacheServiceClient;
+use pb::object_service_client::ObjectServiceClient;
+use pb::work_queue_service_client::WorkQueueServiceClient;
+
+/// Reconciles of one key in the lease test: each reads, writes, and asks to run again at once.
+const ROUNDS: u64 = 40;
+
+fn config_maps() -> Option<pb::ResourceType> {
+    Some(pb::ResourceType { api_version: "v1".into(), kind: "ConfigMap".into() })
+}
+
+fn secs(n: i64) -> Option<prost_types::Duration> {
+    Some(prost_types::Duration { seconds: n, nanos: 0 })
+}
+
+struct Clients {
+    queue: WorkQueueServiceClient<Channel>,
+    cache: CacheServiceClient<Channel>,
+    objects: ObjectServiceClient<Channel>,
+}
+
+impl Clients {
+    fn new(channel: Channel) -> Self {
+        Clients {
+            queue: WorkQueueServiceClient::new(channel.clone()),
+            cache: CacheServiceClient::new(channel.clone()),
+            objects: ObjectServiceClient::new(channel),
+        }
+    }
+
+    /// The counter in the cached ConfigMap, as a reconcile reads it.
+    async fn read_counter(&mut self, namespace: &str, name: &str) -> u64 {
+        let request = pb::GetObjectRequest {
+            informer: "cms".into(),
+            namespace: namespace.into(),
+            name: name.into(),
+            wait: secs(5),
+            ..Default::default()
+        };
+        let object = self.cache.get_object(request).await.unwrap().into_inner().object.expect("cached");
+        let object: Value = serde_json::from_slice(&object.json).unwrap();
+        object["data"]["counter"].as_str().unwrap().parse().unwrap()
+    }
+
+    async fn write_counter(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        value: u64,
+        lease: Option<pb::LeaseRef>,
+    ) -> Result<String, tonic::Status> {
+        let patch = json!({"data": {"counter": value.to_string()}});
+        let request = pb::PatchObjectRequest {
+            r#type: config_maps(),
+            namespace: namespace.into(),
+            name: name.into(),
+            patch_type: pb::PatchType::Merge as i32,
+            patch: serde_json::to_vec(&patch).unwrap(),
+            lease,
+            ..Default::default()
+        };
+        let written = self.objects.patch_object(request).await?.into_inner().object.unwrap();
+        Ok(written.resource_version)
+    }
+
+    async fn lease(&mut self) -> pb::Lease {
+        let request = pb::GetRequest {
+            queue: "q".into(),
+            worker: "test".into(),
+            max_keys: 1,
+            wait: secs(20),
+            ..Default::default()
+        };
+        let mut leases = self.queue.get(request).await.unwrap().into_inner().leases;
+        assert_eq!(leases.len(), 1, "a lease within 20 s");
+        leases.remove(0)
+    }
+}
+
+async fn create_counter(clients: &mut Clients, namespace: &str, name: &str) {
+    let object = json!({"metadata": {"name": name}, "data": {"counter": "0"}});
+    let request = pb::CreateObjectRequest {
+        r#type: config_maps(),
+        namespace: namespace.into(),
+        json: serde_json::to_vec(&object).unwrap(),
+        ..Default::default()
+    };
+    clients.objects.create_object(request).await.unwrap();
+}
+
+#[tokio::test]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
+async fn k8s_a_reconcile_should_never_read_a_cache_older_than_its_own_last_write() {
+    let client = control_plane::client().await;
+    let ns = TestNamespace::create(&client, "stale").await;
+    let yaml = format!(
+        "informers:\n  cms: {{ version: v1, kind: ConfigMap, namespace: {} }}\nqueues:\n  q: {{ primary: cms }}\n",
+        ns.name()
+    );
+    let mut sidecar = Sidecar::start(&client, &yaml).await;
+    sidecar.synced().await;
+    let (channel, _stop) = sidecar.serve_grpc(Some(ObjectWriter::new(client.clone(), "tests".into()))).await;
+    let mut clients = Clients::new(channel);
+    create_counter(&mut clients, ns.name(), "counter").await;
+
+    // Each round is one reconcile: read the counter from the cache, write
+    // it plus one under the lease, finish asking to run again at once. The
+    // next lease comes before the watch has (often) delivered the write:
+    // without the guard its read sees the value before the last write.
+    let mut stale = Vec::new();
+    for round in 0..ROUNDS {
+        let lease = clients.lease().await;
+        assert_eq!(lease.key, format!("{}/counter", ns.name()));
+        let read = clients.read_counter(ns.name(), "counter").await;
+        if read != round {
+            stale.push((round, read));
+        }
+        let under = pb::LeaseRef { queue: "q".into(), key: lease.key.clone(), token: lease.token };
+        clients.write_counter(ns.name(), "counter", read + 1, Some(under)).await.unwrap();
+        let finish = pb::FinishRequest {
+            queue: "q".into(),
+            key: lease.key,
+            token: lease.token,
+            outcome: Some(pb::finish_request::Outcome::RequeueAfter(pb::RequeueAfter { delay: secs(0) })),
+        };
+        clients.queue.finish(finish).await.unwrap();
+    }
+    assert_eq!(stale, [], "(round, counter read): reconciles that read a cache older than their last write");
+
+    // A read right after a write without a lease sees the write too.
+    for value in 1000..1000 + ROUNDS {
+        clients.write_counter(ns.name(), "counter", value, None).await.unwrap();
+        assert_eq!(clients.read_counter(ns.name(), "counter").await, value, "read right after writing {value}");
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
+async fn k8s_a_write_under_a_lost_lease_should_be_refused_and_not_made() {
+    let client = control_plane::client().await;
+    let ns = TestNamespace::create(&client, "fenced").await;
+    let yaml = format!(
+        "informers:\n  cms: {{ version: v1, kind: ConfigMap, namespace: {} }}\nqueues:\n  q: {{ primary: cms, settle_timeout: 30s }}\n",
+        ns.name()
+    );
+    let mut sidecar = Sidecar::start(&client, &yaml).await;
+    sidecar.synced().await;
+    let (channel, _stop) = sidecar.serve_grpc(Some(ObjectWriter::new(client.clone(), "tests".into()))).await;
+    let mut clients = Clients::new(channel);
+    create_counter(&mut clients, ns.name(), "fenced").await;
+
+    let lease = clients.lease().await;
+    let under = pb::LeaseRef { queue: "q".into(), key: lease.key.clone(), token: lease.token };
+    let done = pb::DoneRequest { queue: "q".into(), key: lease.key.clone(), token: lease.token };
+    clients.queue.done(done).await.unwrap();
+    let refused = clients.write_counter(ns.name(), "fenced", 7, Some(under.clone())).await.unwrap_err();
+    assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(clients.read_counter(ns.name(), "fenced").await, 0, "the refused write was not made");
+
+    // Bad lease references are refused before anything is written.
+    let unknown = pb::LeaseRef { queue: "nope".into(), ..under.clone() };
+    let err = clients.write_counter(ns.name(), "fenced", 8, Some(unknown)).await.unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    let zero = pb::LeaseRef { token: 0, ..under };
+    let err = clients.write_counter(ns.name(), "fenced", 8, Some(zero)).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+
+    // A write under a current lease settles the key: KeyState says so until
+    // the cache has the write (or, here, the 30 s bound).
+    let lease = clients.lease().await;
+    let under = pb::LeaseRef { queue: "q".into(), key: lease.key.clone(), token: lease.token };
+    let key = lease.key.clone();
+    clients.write_counter(ns.name(), "fenced", 9, Some(under)).await.unwrap();
+    let done = pb::DoneRequest { queue: "q".into(), key: key.clone(), token: lease.token };
+    clients.queue.done(done).await.unwrap();
+    let request = pb::KeyStateRequest { queue: "q".into(), key };
+    let first = clients.queue.key_state(request.clone()).await.unwrap().into_inner();
+    // The watch may already have delivered it: then the key went on at once
+    // (queued again, as the write's own event marked it dirty).
+    let states = [pb::KeyState::Settling as i32, pb::KeyState::Queued as i32];
+    assert!(states.contains(&first.state), "settling or queued after the write: {first:?}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let now = clients.queue.key_state(request.clone()).await.unwrap().into_inner();
+        if now.state == pb::KeyState::Queued as i32 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "still not queued after the cache saw the write: {now:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
