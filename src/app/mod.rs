@@ -56,6 +56,8 @@ pub struct Sidecar {
     watches: InformerWatches,
     /// Writes through the sidecar; `None` without Kubernetes.
     writer: Option<Arc<ObjectWriter>>,
+    /// Each queue's declared finalizer: (queue, finalizer).
+    finalizers: Vec<(String, String)>,
     metrics: Arc<Metrics>,
     readiness: Arc<Readiness>,
     listeners: Listeners,
@@ -71,6 +73,8 @@ impl Sidecar {
         let Options { config, tcp, unix, admin, exposure, tls, kubeconfig, election, grace_period } = options;
         let metrics = Metrics::new();
         let bindings: Vec<_> = config.queues.iter().map(|q| (q.name.clone(), q.binding.clone())).collect();
+        let finalizers =
+            bindings.iter().filter_map(|(queue, binding)| Some((queue.clone(), binding.finalizer.clone()?))).collect();
         let queues = Arc::new(
             QueueRegistry::observed(config.queues.into_iter().map(|q| (q.name, q.settings)), |name| {
                 metrics.queues.observer(name)
@@ -109,6 +113,7 @@ impl Sidecar {
             informers,
             watches,
             writer,
+            finalizers,
             metrics,
             readiness: Readiness::new(),
             listeners,
@@ -137,6 +142,7 @@ impl Sidecar {
             informers,
             watches,
             writer,
+            finalizers,
             metrics,
             readiness,
             listeners,
@@ -156,7 +162,7 @@ impl Sidecar {
         let writes = writer.map(|writer| {
             let freshness = Arc::new(Freshness::new(&informers, queues.clone()));
             tasks.background("stale-read guard: follows the caches", freshness.clone().follow_caches());
-            grpc::Writes { writer, freshness }
+            grpc::Writes { writer, freshness, finalizers }
         });
         let api = grpc::api(queues.clone(), informers.clone(), writes).await.context("building the gRPC services")?;
         let (stop_tx, stop_rx) = watch::channel(false);

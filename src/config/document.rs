@@ -114,6 +114,7 @@ struct QueueDoc {
     #[serde(default)]
     predicates: Vec<PredicateDoc>,
     priorities: Option<PrioritiesDoc>,
+    finalizer: Option<String>,
 }
 
 impl QueueDoc {
@@ -124,6 +125,7 @@ impl QueueDoc {
             triggers: self.triggers.into_iter().map(|t| t.0).collect(),
             predicates: self.predicates.into_iter().map(|p| p.0).collect(),
             priorities: self.priorities.map(PrioritiesDoc::into_priorities).unwrap_or_default(),
+            finalizer: self.finalizer,
         };
         let settings = QueueSettings {
             lease_ttl: self.lease_ttl.map_or(default.lease_ttl, |d| d.0),

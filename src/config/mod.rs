@@ -175,11 +175,45 @@ fn check_binding(queue: &str, binding: &QueueBinding, informers: &[InformerSpec]
             ));
         }
     }
+    if let Some(finalizer) = &binding.finalizer {
+        let field = format!("queues.{queue}.finalizer");
+        if primary.is_none() {
+            return Err((field, "the finalizer is kept on the primary's objects: set `primary` too".to_owned()));
+        }
+        check_finalizer_name(finalizer).map_err(|problem| (field, problem))?;
+    }
     if primary.is_none() && !binding.predicates.is_empty() {
         return Err((
             format!("queues.{queue}.predicates"),
             "predicates filter the primary's updates: set `primary` too".to_owned(),
         ));
+    }
+    Ok(())
+}
+
+/// A finalizer name as the API server takes one: `domain/name`, a DNS
+/// subdomain before the slash and a short name after it.
+fn check_finalizer_name(name: &str) -> Result<(), String> {
+    let bad = |why: &str| Err(format!("{name:?} is not a finalizer name: {why} (e.g. \"example.com/cleanup\")"));
+    let Some((domain, short)) = name.split_once('/') else { return bad("it needs a domain and a slash") };
+    let dns = |text: &str| {
+        text.split('.').all(|part| {
+            !part.is_empty()
+                && part.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !part.starts_with('-')
+                && !part.ends_with('-')
+        })
+    };
+    if domain.len() > 253 || !domain.contains('.') || !dns(domain) {
+        return bad("the part before the slash must be a DNS subdomain with a dot");
+    }
+    let short_ok = !short.is_empty()
+        && short.len() <= 63
+        && short.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && short.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && short.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if !short_ok {
+        return bad("the part after the slash must be 1-63 letters, digits, '-', '_' or '.'");
     }
     Ok(())
 }

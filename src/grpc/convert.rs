@@ -182,6 +182,20 @@ pub fn cached_object(object: &CachedObject, deleted: bool) -> pb::CachedObject {
     }
 }
 
+/// A lease as sent: with its primary's deletion marked (when the queue has a
+/// primary informer) and its cached object when the worker asked for it.
+pub fn lease_for(granted: Lease<Arc<str>>, primary: Option<&SharedInformer>, include_object: bool) -> pb::Lease {
+    let Some(primary) = primary else { return lease(granted) };
+    let object = include_object.then(|| lease_object(primary, &granted.key)).flatten();
+    let deletion = primary.get(&granted.key).and_then(|o| o.meta.deletion_timestamp);
+    pb::Lease {
+        object,
+        deleting: deletion.is_some(),
+        deletion_timestamp: deletion.map(prost_types::Timestamp::from),
+        ..lease(granted)
+    }
+}
+
 /// The object of `key` for a lease: the cached state, or the last known state
 /// of a deleted object (with `deleted`); `None` when neither is known.
 pub fn lease_object(informer: &SharedInformer, key: &str) -> Option<pb::CachedObject> {

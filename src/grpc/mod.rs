@@ -6,6 +6,7 @@
 mod cache_service;
 mod codec;
 mod convert;
+mod finalizers;
 mod object_service;
 pub mod pb;
 mod status;
@@ -15,6 +16,7 @@ mod workqueue_service;
 
 use std::sync::Arc;
 
+use finalizers::DeclaredFinalizers;
 use tonic::service::Routes;
 use tonic_health::server::HealthReporter;
 
@@ -63,7 +65,12 @@ pub async fn api(
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
-    let workqueue = WorkQueueServiceServer::new(WorkQueueApi::new(queues).with_informers(informers.clone()))
+    let finalizers = writes.as_ref().map(|w| {
+        let declared = w.finalizers.iter().map(|(queue, name)| (queue.as_str(), name.as_str()));
+        Arc::new(DeclaredFinalizers::new(declared, &informers, w.writer.clone(), w.freshness.clone()))
+    });
+    let api = WorkQueueApi::new(queues).with_informers(informers.clone()).with_finalizers(finalizers);
+    let workqueue = WorkQueueServiceServer::new(api)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let freshness = writes.as_ref().map(|w| w.freshness.clone());

@@ -16,6 +16,8 @@ use crate::objects::{DeleteOptions, Deleted, KindRef, ObjectRef, ObjectWriter, P
 pub struct Writes {
     pub writer: Arc<ObjectWriter>,
     pub freshness: Arc<Freshness>,
+    /// Each queue's declared finalizer: (queue, finalizer).
+    pub finalizers: Vec<(String, String)>,
 }
 
 /// The handlers.

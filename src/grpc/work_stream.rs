@@ -8,24 +8,32 @@
 //! holds goes back to the queue the moment the session ends, whatever ended it
 //! (half-close, broken connection, error, shutdown): a guard releases the
 //! holder on drop.
+//!
+//! Two steps may wait on the API server, for queues that declare a
+//! finalizer: adding it before a lease goes out, removing it before a
+//! successful Finish of a deleting object applies. They run beside the
+//! session's loop (`deferred`), so the stream keeps serving meanwhile.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use futures_util::stream::FuturesUnordered;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status, Streaming};
 use tracing::{debug, info};
 
-use super::convert::lease_object;
+use super::finalizers::DeclaredFinalizers;
 use super::pb::{self, work_request, work_response};
 use super::status::{ApiError, code_of};
 use super::{convert, validate};
 use crate::informer::{InformerRegistry, SharedInformer};
-use crate::queue::{Holder, LeaseToken, QueueError};
+use crate::queue::{Holder, Lease, LeaseToken, QueueError};
 use crate::queue_registry::{Queue, QueueRegistry};
 
 /// Most leases one stream may hold at once.
@@ -46,6 +54,7 @@ static STREAM_IDS: AtomicU64 = AtomicU64::new(1);
 pub async fn open(
     queues: Arc<QueueRegistry>,
     informers: Option<Arc<InformerRegistry>>,
+    finalizers: Option<Arc<DeclaredFinalizers>>,
     request: Request<Streaming<pb::WorkRequest>>,
 ) -> Result<Response<WorkStream>, Status> {
     let peer = request.remote_addr().map(|a| a.to_string()).unwrap_or_else(|| "unix".into());
@@ -54,7 +63,7 @@ pub async fn open(
     // Answer at once and read Open in the session: a client may wait for the
     // response headers before it sends anything.
     tokio::spawn(async move {
-        if let Err(status) = run(queues, informers, inbound, tx.clone(), peer).await {
+        if let Err(status) = run(queues, informers, finalizers, inbound, tx.clone(), peer).await {
             let _ = tx.send(Err(status)).await;
         }
     });
@@ -86,10 +95,24 @@ struct Session {
     /// arrives, even after it ended on the sidecar's side (expired or
     /// revoked: `ended`), so a worker that stopped reading gets no more.
     held: HashMap<LeaseToken, StreamLease>,
-    /// The queue's primary informer when the worker asked for objects on its leases.
-    objects: Option<Arc<SharedInformer>>,
+    /// The queue's primary informer: where leases find their object and whether it is being deleted.
+    primary: Option<Arc<SharedInformer>>,
+    /// The worker asked for the cached object on its leases.
+    include_object: bool,
+    finalizers: Option<Arc<DeclaredFinalizers>>,
     tx: mpsc::Sender<Result<pb::WorkResponse, Status>>,
 }
+
+/// A step that waited on the API server, done.
+enum Deferred {
+    /// A lease whose finalizer was added (`Some`) or could not be (`None`:
+    /// it was finished as a retry and is not sent).
+    Lease { token: LeaseToken, lease: Option<Box<pb::Lease>> },
+    /// A Finish whose finalizer removal ran, and its result.
+    Finished { key: String, token: LeaseToken, result: Result<(), ApiError> },
+}
+
+type DeferredSteps = FuturesUnordered<BoxFuture<'static, Deferred>>;
 
 type Outbound = mpsc::Sender<Result<pb::WorkResponse, Status>>;
 
@@ -100,11 +123,14 @@ struct StreamLease {
     /// It ended without a Finish (expired, revoked) and the worker was sent a
     /// Cancel; its credit comes back with the worker's Finish.
     ended: bool,
+    /// Sent to the worker (false while its finalizer is being added).
+    sent: bool,
 }
 
 async fn run(
     queues: Arc<QueueRegistry>,
     informers: Option<Arc<InformerRegistry>>,
+    finalizers: Option<Arc<DeclaredFinalizers>>,
     mut inbound: Streaming<pb::WorkRequest>,
     tx: Outbound,
     peer: String,
@@ -137,8 +163,10 @@ async fn run(
     )
     .await?;
     debug!(queue = %queue.name(), %holder, window, "work stream opened");
-    let objects = informers.filter(|_| open.include_object).and_then(|i| i.primary_of(&open.queue).cloned());
-    let mut session = Session { queue, holder, window, ttl, held: HashMap::new(), objects, tx };
+    let primary = informers.and_then(|i| i.primary_of(&open.queue).cloned());
+    let include_object = open.include_object;
+    let mut session =
+        Session { queue, holder, window, ttl, held: HashMap::new(), primary, include_object, finalizers, tx };
     session.serve(&mut inbound).await
 }
 
@@ -152,6 +180,7 @@ impl Session {
         // Owned handles, so the futures below do not borrow the session that
         // the branch handlers change.
         let (tx, queue, holder, ttl) = (self.tx.clone(), self.queue.clone(), self.holder.clone(), self.ttl);
+        let mut deferred = DeferredSteps::new();
         let mut prune = tokio::time::interval(PRUNE_EVERY);
         prune.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -164,7 +193,7 @@ impl Session {
             let free = (self.window as usize).saturating_sub(self.held.len());
             tokio::select! {
                 message = inbound.message() => match message {
-                    Ok(Some(request)) => self.handle(request).await?,
+                    Ok(Some(request)) => self.handle(request, &mut deferred).await?,
                     // Half-close: the worker is done; what it still holds goes back.
                     Ok(None) => return Ok(()),
                     Err(status) => {
@@ -175,11 +204,7 @@ impl Session {
                 leases = queue.get_many(&holder, free, ttl), if free > 0 && !shutting_down => match leases {
                     Ok(leases) => {
                         for lease in leases {
-                            let held = StreamLease { key: lease.key.clone(), deadline: lease.deadline, ended: false };
-                            self.held.insert(lease.token, held);
-                            let object = self.objects.as_ref().and_then(|i| lease_object(i, &lease.key));
-                            let lease = pb::Lease { object, ..convert::lease(lease) };
-                            send(&self.tx, work_response::Kind::Lease(lease)).await?;
+                            self.push_lease(lease, &mut deferred).await?;
                         }
                     }
                     Err(QueueError::ShuttingDown) => {}
@@ -192,19 +217,97 @@ impl Session {
                         self.cancel_all("the queue is shutting down").await?;
                     }
                 },
+                Some(step) = deferred.next(), if !deferred.is_empty() => self.deferred_done(step).await?,
                 _ = prune.tick(), if self.held.values().any(|lease| !lease.ended) => self.prune_ended().await?,
                 _ = tx.closed() => return Ok(()),
             }
         }
     }
 
-    async fn handle(&mut self, request: pb::WorkRequest) -> Result<(), Status> {
+    /// Sends a lease, or first adds its queue's finalizer beside the loop.
+    async fn push_lease(&mut self, lease: Lease<Arc<str>>, deferred: &mut DeferredSteps) -> Result<(), Status> {
+        let token = lease.token;
+        let must_add = self.finalizers.as_ref().is_some_and(|f| f.must_add(&self.queue, &lease.key));
+        let held = StreamLease { key: lease.key.clone(), deadline: lease.deadline, ended: false, sent: !must_add };
+        self.held.insert(token, held);
+        match (&self.finalizers, must_add) {
+            (Some(finalizers), true) => {
+                let (finalizers, queue, primary) = (finalizers.clone(), self.queue.clone(), self.primary.clone());
+                let include_object = self.include_object;
+                deferred.push(Box::pin(async move {
+                    let added = finalizers.add(&queue, &lease).await;
+                    let lease = added.then(|| Box::new(convert::lease_for(lease, primary.as_deref(), include_object)));
+                    Deferred::Lease { token, lease }
+                }));
+                Ok(())
+            }
+            _ => {
+                let lease = convert::lease_for(lease, self.primary.as_deref(), self.include_object);
+                send(&self.tx, work_response::Kind::Lease(lease)).await
+            }
+        }
+    }
+
+    /// A step beside the loop is done: send its lease or its FinishAck.
+    async fn deferred_done(&mut self, step: Deferred) -> Result<(), Status> {
+        match step {
+            Deferred::Lease { token, lease: Some(lease) } if self.queue.is_current(lease.key.as_str(), token) => {
+                if let Some(held) = self.held.get_mut(&token) {
+                    held.sent = true;
+                }
+                send(&self.tx, work_response::Kind::Lease(*lease)).await
+            }
+            // Finished as a retry, or ended while its finalizer was added: the
+            // worker never saw it, so its credit comes back now.
+            Deferred::Lease { token, .. } => {
+                self.held.remove(&token);
+                Ok(())
+            }
+            Deferred::Finished { key, token, result } => {
+                if matches!(result, Ok(()) | Err(ApiError::Queue(QueueError::StaleToken { .. }))) {
+                    self.held.remove(&token);
+                }
+                let (code, message) = match result {
+                    Ok(()) => (Code::Ok, String::new()),
+                    Err(err) => (code_of(&err), err.to_string()),
+                };
+                let ack = work_response::FinishAck { key, token: token.get(), code: code as i32, message };
+                send(&self.tx, work_response::Kind::FinishAck(ack)).await
+            }
+        }
+    }
+
+    /// A successful Finish of a deleting object on a queue with a finalizer:
+    /// the finalizer is removed first, beside the loop. `None` otherwise.
+    fn finish_with_removal(&self, finish: &work_request::Finish) -> Option<BoxFuture<'static, Deferred>> {
+        let finalizers = self.finalizers.clone()?;
+        let success = matches!(finish.outcome, Some(work_request::finish::Outcome::Success(_)));
+        if !success || !finalizers.must_remove(&self.queue, &finish.key) {
+            return None;
+        }
+        let token = LeaseToken::new(finish.token)?;
+        let (queue, key) = (self.queue.clone(), finish.key.clone());
+        Some(Box::pin(async move {
+            let shared: Arc<str> = Arc::from(key.as_str());
+            let result = match finalizers.remove(&queue, &shared, token).await {
+                Ok(outcome) => queue.finish(&*shared, token, outcome).map_err(ApiError::from),
+                Err(err) => Err(err),
+            };
+            Deferred::Finished { key, token, result }
+        }))
+    }
+
+    async fn handle(&mut self, request: pb::WorkRequest, deferred: &mut DeferredSteps) -> Result<(), Status> {
         match request.kind {
             Some(work_request::Kind::Credit(credit)) => {
                 self.window = self.window.saturating_add(credit.credits).min(MAX_CREDITS);
                 Ok(())
             }
             Some(work_request::Kind::Finish(finish)) => {
+                if let Some(step) = self.finish_with_removal(&finish) {
+                    deferred.push(step);
+                    return Ok(());
+                }
                 let (code, message) = match self.finish(&finish) {
                     Ok(()) => (Code::Ok, String::new()),
                     Err(err) => (code_of(&err), err.to_string()),
@@ -269,7 +372,7 @@ impl Session {
         let ended: Vec<(LeaseToken, Arc<str>)> = self
             .held
             .iter()
-            .filter(|(token, lease)| !lease.ended && !queue.is_current(lease.key.as_ref(), **token))
+            .filter(|(token, lease)| lease.sent && !lease.ended && !queue.is_current(lease.key.as_ref(), **token))
             .map(|(token, lease)| (*token, lease.key.clone()))
             .collect();
         for (token, key) in ended {
@@ -288,7 +391,7 @@ impl Session {
     }
 
     async fn cancel_all(&self, why: &str) -> Result<(), Status> {
-        for (token, lease) in self.held.iter().filter(|(_, lease)| !lease.ended) {
+        for (token, lease) in self.held.iter().filter(|(_, lease)| lease.sent && !lease.ended) {
             let cancel = work_response::Cancel {
                 key: lease.key.to_string(),
                 token: token.get(),

@@ -5,31 +5,39 @@ use std::time::Duration;
 
 use tonic::{Request, Response, Status};
 
-use super::convert::lease_object;
+use super::finalizers::DeclaredFinalizers;
 use super::pb;
 use super::pb::work_queue_service_server::WorkQueueService;
 use super::status::ApiError;
 use super::work_stream::{self, WorkStream};
 use super::{convert, validate};
 use crate::informer::InformerRegistry;
-use crate::queue::{Holder, Reason, ReasonKind};
+use crate::queue::{FinishOutcome, Holder, Reason, ReasonKind};
 use crate::queue_registry::{Queue, QueueRegistry};
 
 /// The handlers; one instance serves every connection.
 pub struct WorkQueueApi {
     queues: Arc<QueueRegistry>,
-    /// Where leases asked with `include_object` find their object (the queue's primary informer).
+    /// Where leases find their object and whether it is being deleted (the queue's primary informer).
     informers: Option<Arc<InformerRegistry>>,
+    /// The queues' declared finalizers, kept at the ends of their leases.
+    finalizers: Option<Arc<DeclaredFinalizers>>,
 }
 
 impl WorkQueueApi {
     pub fn new(queues: Arc<QueueRegistry>) -> Self {
-        WorkQueueApi { queues, informers: None }
+        WorkQueueApi { queues, informers: None, finalizers: None }
     }
 
     /// Lets leases carry their cached object when asked (`include_object`).
     pub fn with_informers(mut self, informers: Arc<InformerRegistry>) -> Self {
         self.informers = Some(informers);
+        self
+    }
+
+    /// Keeps the queues' declared finalizers.
+    pub fn with_finalizers(mut self, finalizers: Option<Arc<DeclaredFinalizers>>) -> Self {
+        self.finalizers = finalizers;
         self
     }
 
@@ -107,15 +115,18 @@ impl WorkQueueService for WorkQueueApi {
                 Err(_elapsed) => Vec::new(),
             },
         };
-        let primary = self.informers.as_ref().filter(|_| req.include_object).and_then(|i| i.primary_of(&req.queue));
-        let leases = leases
-            .into_iter()
-            .map(|lease| {
-                let object = primary.and_then(|informer| lease_object(informer, &lease.key));
-                pb::Lease { object, ..convert::lease(lease) }
-            })
-            .collect();
-        Ok(Response::new(pb::GetResponse { leases }))
+        let primary = self.informers.as_ref().and_then(|i| i.primary_of(&req.queue)).map(|i| &**i);
+        let mut sent = Vec::with_capacity(leases.len());
+        for lease in leases {
+            if let Some(finalizers) = &self.finalizers
+                && finalizers.must_add(queue, &lease.key)
+                && !finalizers.add(queue, &lease).await
+            {
+                continue; // finished as a retry: the finalizer could not be added
+            }
+            sent.push(convert::lease_for(lease, primary, req.include_object));
+        }
+        Ok(Response::new(pb::GetResponse { leases: sent }))
     }
 
     async fn done(&self, request: Request<pb::DoneRequest>) -> Reply<pb::DoneResponse> {
@@ -182,7 +193,13 @@ impl WorkQueueService for WorkQueueApi {
         let queue = self.queue(&req.queue)?;
         let key = validate::key("key", &req.key)?;
         let token = validate::token(req.token)?;
-        let outcome = convert::finish_outcome(req.outcome.map(Into::into))?;
+        let mut outcome = convert::finish_outcome(req.outcome.map(Into::into))?;
+        if let Some(finalizers) = &self.finalizers
+            && matches!(outcome, FinishOutcome::Success)
+            && finalizers.must_remove(queue, key)
+        {
+            outcome = finalizers.remove(queue, &Arc::from(key), token).await?;
+        }
         queue.finish(key, token, outcome).map_err(ApiError::from)?;
         Ok(Response::new(pb::FinishResponse {}))
     }
@@ -197,6 +214,6 @@ impl WorkQueueService for WorkQueueApi {
     type WorkStream = WorkStream;
 
     async fn work(&self, request: Request<tonic::Streaming<pb::WorkRequest>>) -> Reply<Self::WorkStream> {
-        work_stream::open(self.queues.clone(), self.informers.clone(), request).await
+        work_stream::open(self.queues.clone(), self.informers.clone(), self.finalizers.clone(), request).await
     }
 }

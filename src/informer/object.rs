@@ -36,9 +36,17 @@ pub struct Meta {
     /// A hash of the annotations: enough to tell whether they changed.
     pub annotations_hash: u64,
     pub owners: Box<[OwnerRef]>,
+    /// `metadata.deletionTimestamp`, when the object is being deleted.
+    pub deletion_timestamp: Option<std::time::SystemTime>,
+    /// `metadata.finalizers`, in order.
+    pub finalizers: Box<[Box<str>]>,
 }
 
 impl Meta {
+    pub fn has_finalizer(&self, finalizer: &str) -> bool {
+        self.finalizers.iter().any(|f| **f == *finalizer)
+    }
+
     pub fn label(&self, key: &str) -> Option<&str> {
         self.labels.binary_search_by(|(k, _)| (**k).cmp(key)).ok().map(|i| &*self.labels[i].1)
     }
@@ -140,6 +148,8 @@ fn meta_of(metadata: kube::api::ObjectMeta) -> Meta {
         labels: labels.into(),
         annotations_hash,
         owners,
+        deletion_timestamp: metadata.deletion_timestamp.map(|t| std::time::SystemTime::from(t.0)),
+        finalizers: metadata.finalizers.unwrap_or_default().into_iter().map(Into::into).collect(),
     }
 }
 

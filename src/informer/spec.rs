@@ -92,6 +92,9 @@ pub struct QueueBinding {
     /// predicate says so. Empty: every update passes.
     pub predicates: Vec<Predicate>,
     pub priorities: LanePriorities,
+    /// A finalizer the sidecar keeps on the primary's live objects and
+    /// removes when a worker finishes a deleting object's lease with success.
+    pub finalizer: Option<String>,
 }
 
 impl QueueBinding {

@@ -2,11 +2,13 @@
 //!
 //! - [`kinds`]: apiVersion and kind to the API resource and its scope, by discovery, remembered.
 //! - [`error`]: why a write failed, sorted from what the Kubernetes client said.
+//! - [`finalizer`]: a declared finalizer added to or removed from an object, guarded by its resourceVersion.
 //!
 //! Requests arrive parsed (see `grpc/object_service.rs`): the JSON is a
 //! `serde_json` value, the patch a JSON merge or JSON patch value.
 
 mod error;
+mod finalizer;
 mod kinds;
 
 use kube::Client;
@@ -14,6 +16,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use serde_json::Value;
 
 pub use error::{Cause, Refusal, WriteError};
+pub use finalizer::FinalizerChange;
 pub use kinds::KindRef;
 use kinds::Kinds;
 

@@ -23,6 +23,8 @@ pub struct Sidecar {
     pub informers: Arc<InformerRegistry>,
     /// The informers' watches, timers and gates; aborted when the test's sidecar is dropped.
     pub tasks: tokio::task::JoinSet<()>,
+    /// Each queue's declared finalizer: (queue, finalizer).
+    pub finalizers: Vec<(String, String)>,
 }
 
 impl Sidecar {
@@ -41,7 +43,9 @@ impl Sidecar {
         for task in watches.start().await {
             tasks.spawn(task.future);
         }
-        Sidecar { queues, informers, tasks }
+        let finalizers =
+            config.queues.iter().filter_map(|q| Some((q.name.clone(), q.binding.finalizer.clone()?))).collect();
+        Sidecar { queues, informers, tasks, finalizers }
     }
 
     /// Writes through the sidecar as the app wires them: `writer` and the
@@ -49,7 +53,7 @@ impl Sidecar {
     pub fn writes(&mut self, writer: ObjectWriter) -> grpc::Writes {
         let freshness = Arc::new(Freshness::new(&self.informers, self.queues.clone()));
         self.tasks.spawn(freshness.clone().follow_caches());
-        grpc::Writes { writer: Arc::new(writer), freshness }
+        grpc::Writes { writer: Arc::new(writer), freshness, finalizers: self.finalizers.clone() }
     }
 
     /// Serves the sidecar's gRPC API on 127.0.0.1, writing with `writer` (no

@@ -1,0 +1,168 @@
+//! Declared finalizers at a lease's two ends: added to a live primary before its lease goes out, and removed when the worker finishes a deleting primary's lease with success.
+//!
+//! Both writes are made under the lease (fenced by its token, noted by the
+//! stale-read guard), so the key's next lease waits until the cache has
+//! seen them. A finalizer that cannot be added sends the lease back as a
+//! retry instead of to the worker: nothing is reconciled unguarded. One
+//! that cannot be removed turns the success into a retry, so the worker
+//! cleans up again (cleanup must be idempotent, as every reconcile).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tracing::warn;
+
+use super::status::ApiError;
+use crate::freshness::{Freshness, LeaseRef, WriteOutcome, Written};
+use crate::informer::{InformerRegistry, SharedInformer};
+use crate::objects::{FinalizerChange, KindRef, ObjectRef, ObjectWriter, WriteError};
+use crate::queue::{FinishOutcome, Lease, LeaseToken};
+use crate::queue_registry::Queue;
+
+/// Every queue's declared finalizer, with what writing it needs.
+pub struct DeclaredFinalizers {
+    writer: Arc<ObjectWriter>,
+    freshness: Arc<Freshness>,
+    by_queue: HashMap<String, QueueFinalizer>,
+}
+
+struct QueueFinalizer {
+    name: String,
+    primary: Arc<SharedInformer>,
+    kind: KindRef,
+}
+
+impl DeclaredFinalizers {
+    /// `declared` names each queue's finalizer; queues without a primary
+    /// informer have none (the config refuses that).
+    pub fn new<'a>(
+        declared: impl IntoIterator<Item = (&'a str, &'a str)>,
+        informers: &InformerRegistry,
+        writer: Arc<ObjectWriter>,
+        freshness: Arc<Freshness>,
+    ) -> Self {
+        let by_queue = declared
+            .into_iter()
+            .filter_map(|(queue, name)| {
+                let primary = informers.primary_of(queue)?.clone();
+                let resource = primary.resource();
+                let kind = KindRef {
+                    api_version: resource.api_version.clone(),
+                    group: resource.group.clone(),
+                    version: resource.version.clone(),
+                    kind: resource.kind.clone(),
+                };
+                Some((queue.to_owned(), QueueFinalizer { name: name.to_owned(), primary, kind }))
+            })
+            .collect();
+        DeclaredFinalizers { writer, freshness, by_queue }
+    }
+
+    /// Whether `key`'s lease must wait for its finalizer to be added: the
+    /// queue declares one and the cached object is live and lacks it.
+    pub fn must_add(&self, queue: &Queue, key: &str) -> bool {
+        self.by_queue.get(&**queue.name()).is_some_and(|f| {
+            f.primary.get(key).is_some_and(|o| o.meta.deletion_timestamp.is_none() && !o.meta.has_finalizer(&f.name))
+        })
+    }
+
+    /// Adds the finalizer under the fresh lease. `false` when it could not:
+    /// the lease was then finished as a retry and must not be sent.
+    pub async fn add(&self, queue: &Queue, lease: &Lease<Arc<str>>) -> bool {
+        let Some(declared) = self.by_queue.get(&**queue.name()) else { return true };
+        let target = declared.target(&lease.key);
+        let result = self.write(queue, &lease.key, lease.token, &target, true, &declared.name).await;
+        match result {
+            Ok(()) => true,
+            Err(err) => {
+                warn!(queue = %queue.name(), key = %lease.key, finalizer = %declared.name, %err, "could not add the finalizer: retrying the key");
+                let retry = FinishOutcome::Retry { error: format!("adding finalizer {}: {err}", declared.name) };
+                let _ = queue.finish(&*lease.key, lease.token, retry);
+                false
+            }
+        }
+    }
+
+    /// Whether a successful Finish of `key` must first remove the queue's
+    /// finalizer: the cached object is being deleted and still has it.
+    pub fn must_remove(&self, queue: &Queue, key: &str) -> bool {
+        self.by_queue.get(&**queue.name()).is_some_and(|f| {
+            f.primary.get(key).is_some_and(|o| o.meta.deletion_timestamp.is_some() && o.meta.has_finalizer(&f.name))
+        })
+    }
+
+    /// Removes the finalizer under the lease, and says what the Finish then
+    /// is: the worker's success, or a retry when the removal failed. A lease
+    /// no longer current is refused (FAILED_PRECONDITION) and nothing is written.
+    pub async fn remove(&self, queue: &Queue, key: &Arc<str>, token: LeaseToken) -> Result<FinishOutcome, ApiError> {
+        let Some(declared) = self.by_queue.get(&**queue.name()) else { return Ok(FinishOutcome::Success) };
+        let target = declared.target(key);
+        match self.write(queue, key, token, &target, false, &declared.name).await {
+            Ok(()) => Ok(FinishOutcome::Success),
+            Err(Fenced::Refused(err)) => Err(err),
+            Err(Fenced::Write(err)) => {
+                warn!(queue = %queue.name(), %key, finalizer = %declared.name, %err, "could not remove the finalizer: retrying the key");
+                Ok(FinishOutcome::Retry { error: format!("removing finalizer {}: {err}", declared.name) })
+            }
+        }
+    }
+
+    async fn write(
+        &self,
+        queue: &Queue,
+        key: &Arc<str>,
+        token: LeaseToken,
+        target: &ObjectRef,
+        adding: bool,
+        finalizer: &str,
+    ) -> Result<(), Fenced> {
+        let lease = LeaseRef { queue: queue.name().clone(), key: key.clone(), token };
+        let ticket = self.freshness.begin(Some(lease)).map_err(|err| Fenced::Refused(err.into()))?;
+        let change = match adding {
+            true => self.writer.add_finalizer(target, finalizer).await,
+            false => self.writer.remove_finalizer(target, finalizer).await,
+        };
+        let written = |outcome| Written {
+            kind: &target.kind,
+            namespace: target.namespace.as_deref(),
+            name: &target.name,
+            outcome,
+        };
+        match change.map_err(Fenced::Write)? {
+            FinalizerChange::Changed(object) => ticket.written(written(WriteOutcome::Object(&object))),
+            FinalizerChange::Gone => ticket.written(written(WriteOutcome::Gone)),
+            FinalizerChange::Unchanged => {}
+        }
+        Ok(())
+    }
+}
+
+/// Why a finalizer write under a lease did not happen.
+#[derive(Debug, thiserror::Error)]
+enum Fenced {
+    /// The lease is not current: nothing was written.
+    #[error(transparent)]
+    Refused(ApiError),
+    #[error(transparent)]
+    Write(WriteError),
+}
+
+impl From<Fenced> for ApiError {
+    fn from(err: Fenced) -> Self {
+        match err {
+            Fenced::Refused(err) => err,
+            Fenced::Write(err) => ApiError::Write(err),
+        }
+    }
+}
+
+impl QueueFinalizer {
+    /// The primary object of `key` (`namespace/name`, or `name`).
+    fn target(&self, key: &str) -> ObjectRef {
+        let (namespace, name) = match key.split_once('/') {
+            Some((namespace, name)) if self.primary.is_namespaced() => (Some(namespace.to_owned()), name),
+            _ => (None, key),
+        };
+        ObjectRef { kind: self.kind.clone(), namespace, name: name.to_owned() }
+    }
+}
