@@ -490,6 +490,22 @@ queues:
     }
 
     #[test]
+    fn a_finalizer_should_need_a_primary_and_a_qualified_name() {
+        let yaml = "informers:\n  u: { version: v1, kind: User }\nqueues:\n  q: { primary: u, finalizer: example.com/cleanup }\n";
+        let config = Config::parse(yaml, FILE).unwrap();
+        assert_eq!(config.queues[0].binding.finalizer.as_deref(), Some("example.com/cleanup"));
+        let err = parse_err("queues:\n  q: { finalizer: example.com/cleanup }\n").to_string();
+        assert!(err.contains("queues.q.finalizer: the finalizer is kept on the primary's objects"), "{err}");
+        for bad in ["cleanup", "example/cleanup", "example.com/", "Example.com/x", "example.com/-x"] {
+            let yaml = format!(
+                "informers:\n  u: {{ version: v1, kind: User }}\nqueues:\n  q: {{ primary: u, finalizer: {bad} }}\n"
+            );
+            let err = parse_err(&yaml).to_string();
+            assert!(err.contains("queues.q.finalizer") && err.contains("is not a finalizer name"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
     fn config_should_name_an_unknown_primary_informer() {
         let err = parse_err("informers:\n  users: { version: v1, kind: User }\nqueues:\n  q: { primary: usres }\n");
         assert_eq!(

@@ -10,6 +10,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use parking_lot::Mutex;
+
 use tracing::warn;
 
 use super::status::ApiError;
@@ -19,11 +21,23 @@ use crate::objects::{FinalizerChange, KindRef, ObjectRef, ObjectWriter, WriteErr
 use crate::queue::{FinishOutcome, Lease, LeaseToken};
 use crate::queue_registry::Queue;
 
+/// Leases marked deleting that are remembered; past it, those no longer
+/// current are forgotten (they expired or were handed back unfinished).
+const MARKED_LEASES_CHECKED_AT: usize = 10_000;
+
+/// A lease sent marked deleting: its queue and token (the value is its key).
+type MarkedLease = (Arc<str>, LeaseToken);
+
 /// Every queue's declared finalizer, with what writing it needs.
 pub struct DeclaredFinalizers {
     writer: Arc<ObjectWriter>,
     freshness: Arc<Freshness>,
     by_queue: HashMap<String, QueueFinalizer>,
+    /// Leases sent marked `deleting`, by queue and token: only their
+    /// successful Finish removes the finalizer. A lease sent for a live
+    /// object whose deletion reached the cache before its Finish does not:
+    /// its worker never saw the deletion, so never cleaned up.
+    marked: Mutex<HashMap<MarkedLease, Arc<str>>>,
 }
 
 struct QueueFinalizer {
@@ -55,7 +69,19 @@ impl DeclaredFinalizers {
                 Some((queue.to_owned(), QueueFinalizer { name: name.to_owned(), primary, kind }))
             })
             .collect();
-        DeclaredFinalizers { writer, freshness, by_queue }
+        DeclaredFinalizers { writer, freshness, by_queue, marked: Mutex::default() }
+    }
+
+    /// The lease was sent marked `deleting`: remembered for its Finish.
+    pub fn sent_deleting(&self, queue: &Queue, key: &Arc<str>, token: LeaseToken) {
+        if !self.by_queue.contains_key(&**queue.name()) {
+            return;
+        }
+        let mut marked = self.marked.lock();
+        if marked.len() >= MARKED_LEASES_CHECKED_AT {
+            marked.retain(|(name, token), key| name != queue.name() || queue.is_current(&**key, *token));
+        }
+        marked.insert((queue.name().clone(), token), key.clone());
     }
 
     /// Whether `key`'s lease must wait for its finalizer to be added: the
@@ -83,12 +109,13 @@ impl DeclaredFinalizers {
         }
     }
 
-    /// Whether a successful Finish of `key` must first remove the queue's
-    /// finalizer: the cached object is being deleted and still has it.
-    pub fn must_remove(&self, queue: &Queue, key: &str) -> bool {
-        self.by_queue.get(&**queue.name()).is_some_and(|f| {
-            f.primary.get(key).is_some_and(|o| o.meta.deletion_timestamp.is_some() && o.meta.has_finalizer(&f.name))
-        })
+    /// Whether a successful Finish of lease `token` of `key` must first
+    /// remove the queue's finalizer: the lease was sent marked deleting and
+    /// the cached object still has the finalizer.
+    pub fn must_remove(&self, queue: &Queue, key: &str, token: LeaseToken) -> bool {
+        let Some(declared) = self.by_queue.get(&**queue.name()) else { return false };
+        self.marked.lock().remove(&(queue.name().clone(), token)).is_some()
+            && declared.primary.get(key).is_some_and(|o| o.meta.has_finalizer(&declared.name))
     }
 
     /// Removes the finalizer under the lease, and says what the Finish then

@@ -242,7 +242,11 @@ impl Session {
                 Ok(())
             }
             _ => {
+                let key = lease.key.clone();
                 let lease = convert::lease_for(lease, self.primary.as_deref(), self.include_object);
+                if let Some(finalizers) = self.finalizers.as_ref().filter(|_| lease.deleting) {
+                    finalizers.sent_deleting(&self.queue, &key, token);
+                }
                 send(&self.tx, work_response::Kind::Lease(lease)).await
             }
         }
@@ -282,10 +286,10 @@ impl Session {
     fn finish_with_removal(&self, finish: &work_request::Finish) -> Option<BoxFuture<'static, Deferred>> {
         let finalizers = self.finalizers.clone()?;
         let success = matches!(finish.outcome, Some(work_request::finish::Outcome::Success(_)));
-        if !success || !finalizers.must_remove(&self.queue, &finish.key) {
+        let token = LeaseToken::new(finish.token)?;
+        if !success || !finalizers.must_remove(&self.queue, &finish.key, token) {
             return None;
         }
-        let token = LeaseToken::new(finish.token)?;
         let (queue, key) = (self.queue.clone(), finish.key.clone());
         Some(Box::pin(async move {
             let shared: Arc<str> = Arc::from(key.as_str());

@@ -124,7 +124,12 @@ impl WorkQueueService for WorkQueueApi {
             {
                 continue; // finished as a retry: the finalizer could not be added
             }
-            sent.push(convert::lease_for(lease, primary, req.include_object));
+            let (key, token) = (lease.key.clone(), lease.token);
+            let lease = convert::lease_for(lease, primary, req.include_object);
+            if let Some(finalizers) = self.finalizers.as_ref().filter(|_| lease.deleting) {
+                finalizers.sent_deleting(queue, &key, token);
+            }
+            sent.push(lease);
         }
         Ok(Response::new(pb::GetResponse { leases: sent }))
     }
@@ -196,7 +201,7 @@ impl WorkQueueService for WorkQueueApi {
         let mut outcome = convert::finish_outcome(req.outcome.map(Into::into))?;
         if let Some(finalizers) = &self.finalizers
             && matches!(outcome, FinishOutcome::Success)
-            && finalizers.must_remove(queue, key)
+            && finalizers.must_remove(queue, key, token)
         {
             outcome = finalizers.remove(queue, &Arc::from(key), token).await?;
         }
