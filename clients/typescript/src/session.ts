@@ -306,8 +306,15 @@ export class Session {
       const message = o.error instanceof Error ? o.error.message : String(o.error);
       this.worker.log.error("reconcile failed", { key: h.key, err: message });
       finish.outcome = { $case: "retry", value: { error: message } };
-    } else if (o.result && o.result.requeueAfter !== undefined && o.result.requeueAfter > 0) {
-      finish.outcome = { $case: "requeueAfter", value: { delay: toDuration(o.result.requeueAfter) } };
+    } else if (o.result && o.result.requeueAfter !== undefined && o.result.requeueAfter !== 0) {
+      const after = o.result.requeueAfter;
+      if (Number.isFinite(after) && after > 0) {
+        finish.outcome = { $case: "requeueAfter", value: { delay: toDuration(after) } };
+      } else {
+        const message = `reconcile returned requeueAfter ${after}; it must be a positive number of milliseconds`;
+        this.worker.log.error("reconcile failed", { key: h.key, err: message });
+        finish.outcome = { $case: "retry", value: { error: message } };
+      }
     } else {
       finish.outcome = { $case: "success", value: {} };
     }
