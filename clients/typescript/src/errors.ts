@@ -1,0 +1,148 @@
+// Errors: one class per gRPC status code that means something to a worker,
+// all under WorkqueueError, and the two reasons a reconcile's signal aborts.
+import { status as Status, type ServiceError } from "@grpc/grpc-js";
+
+/** The gRPC status codes, re-exported so callers need not import grpc-js. */
+export { Status };
+
+/**
+ * An error from the sidecar. `code` is the gRPC status code (`Status.NOT_FOUND`
+ * and friends); `op` names the call that failed ("add to queue \"users\"").
+ */
+export class WorkqueueError extends Error {
+  override name = "WorkqueueError";
+  readonly code: Status;
+  readonly op: string;
+  /** The sidecar's own message, without the operation in front. */
+  readonly details: string;
+
+  constructor(op: string, code: Status, details: string, options?: ErrorOptions) {
+    super(`workqueue: ${op}: ${Status[code] ?? code}: ${details || Status[code] || "error"}`, options);
+    this.op = op;
+    this.code = code;
+    this.details = details;
+  }
+}
+
+/** NOT_FOUND: an unknown queue (or, from the cache, an unknown informer or index). */
+export class NotFoundError extends WorkqueueError {
+  override name = "NotFoundError";
+}
+
+/** INVALID_ARGUMENT: an empty or oversized key, a negative delay, a malformed selector. */
+export class InvalidArgumentError extends WorkqueueError {
+  override name = "InvalidArgumentError";
+}
+
+/** FAILED_PRECONDITION: the lease token is stale (the lease ended); nothing changed. */
+export class StaleLeaseError extends WorkqueueError {
+  override name = "StaleLeaseError";
+}
+
+/**
+ * UNAVAILABLE: the queue is shutting down, the sidecar is not the leader, an
+ * informer has not synced, or the sidecar cannot be reached. Worth retrying.
+ */
+export class UnavailableError extends WorkqueueError {
+  override name = "UnavailableError";
+}
+
+/** ABORTED: the sidecar gave up on the call (a conflict on a write, say). */
+export class AbortedError extends WorkqueueError {
+  override name = "AbortedError";
+}
+
+/** PERMISSION_DENIED or UNAUTHENTICATED: the sidecar (or the API server behind it) refused. */
+export class PermissionDeniedError extends WorkqueueError {
+  override name = "PermissionDeniedError";
+}
+
+/** RESOURCE_EXHAUSTED: a batch over the server's limit, or a full queue. */
+export class LimitExceededError extends WorkqueueError {
+  override name = "LimitExceededError";
+}
+
+/** ALREADY_EXISTS: a create of an object that exists. */
+export class AlreadyExistsError extends WorkqueueError {
+  override name = "AlreadyExistsError";
+}
+
+/** DEADLINE_EXCEEDED: the call's deadline (or a cache read's wait) passed. */
+export class DeadlineExceededError extends WorkqueueError {
+  override name = "DeadlineExceededError";
+}
+
+/** UNIMPLEMENTED: a sidecar build without that service or call. */
+export class UnimplementedError extends WorkqueueError {
+  override name = "UnimplementedError";
+}
+
+const byCode: Partial<Record<Status, typeof WorkqueueError>> = {
+  [Status.NOT_FOUND]: NotFoundError,
+  [Status.INVALID_ARGUMENT]: InvalidArgumentError,
+  [Status.FAILED_PRECONDITION]: StaleLeaseError,
+  [Status.UNAVAILABLE]: UnavailableError,
+  [Status.ABORTED]: AbortedError,
+  [Status.PERMISSION_DENIED]: PermissionDeniedError,
+  [Status.UNAUTHENTICATED]: PermissionDeniedError,
+  [Status.RESOURCE_EXHAUSTED]: LimitExceededError,
+  [Status.ALREADY_EXISTS]: AlreadyExistsError,
+  [Status.DEADLINE_EXCEEDED]: DeadlineExceededError,
+  [Status.UNIMPLEMENTED]: UnimplementedError,
+};
+
+/** The error for a status code: the subclass for codes that have one, else the base class. */
+export function errorForCode(op: string, code: number, details: string, cause?: unknown): WorkqueueError {
+  const Class = byCode[code as Status] ?? WorkqueueError;
+  return new Class(op, code as Status, details, cause === undefined ? undefined : { cause });
+}
+
+function isServiceError(err: unknown): err is ServiceError {
+  return err instanceof Error && typeof (err as Partial<ServiceError>).code === "number" && "details" in err;
+}
+
+/** Turns what a grpc-js call failed with into a WorkqueueError naming op. */
+export function fromGrpc(op: string, err: unknown): WorkqueueError {
+  if (err instanceof WorkqueueError) return err;
+  if (isServiceError(err)) return errorForCode(op, err.code, err.details, err);
+  const message = err instanceof Error ? err.message : String(err);
+  return new WorkqueueError(op, Status.UNKNOWN, message, { cause: err });
+}
+
+/** Why a lease was lost: the reason carried by {@link LeaseLostError}. */
+export type LeaseLostWhy =
+  /** Its deadline passed without an extend that moved it. */
+  | "expired"
+  /** The sidecar revoked it (Cancel with revoked, or an extend refused as stale). */
+  | "revoked"
+  /** The Work stream broke (the sidecar restarted, the connection dropped). */
+  | "stream broke"
+  /** The worker stopped and the reconcile outlived the stop timeout. */
+  | "stop timeout";
+
+/**
+ * The abort reason of a reconcile whose lease ended without the worker: the
+ * key is back in the queue and whatever the reconcile returns is discarded.
+ */
+export class LeaseLostError extends Error {
+  override name = "LeaseLostError";
+  readonly why: LeaseLostWhy;
+
+  constructor(key: string, why: LeaseLostWhy) {
+    super(`lease lost (${why}) for key ${JSON.stringify(key)}`);
+    this.why = why;
+  }
+}
+
+/**
+ * The abort reason of a reconcile the sidecar asked to stop (the queue was
+ * shut down without drain, or the sidecar lost leadership). The lease is
+ * still valid: return soon and the result counts.
+ */
+export class StopRequestedError extends Error {
+  override name = "StopRequestedError";
+
+  constructor(key: string, message: string) {
+    super(`the sidecar asks to stop working on key ${JSON.stringify(key)}${message ? `: ${message}` : ""}`);
+  }
+}

@@ -1,0 +1,196 @@
+// Queue: a handle on one of the sidecar's named queues: client-go's
+// workqueue calls, introspection, and `run`, the worker.
+import {
+  KeyState as WireKeyState,
+  type AddRateLimitedResponse,
+  type KeyStateResponse,
+  type LenResponse,
+  type NumRequeuesResponse,
+  type ShutDownResponse,
+  type WorkQueueServiceClient,
+} from "./gen/workqueue/v1/workqueue.js";
+import type { Logger } from "./log.js";
+import { reasonFromWire, type Reason } from "./request.js";
+import { unary } from "./rpc.js";
+import { fromDuration, toDuration } from "./time.js";
+import { Worker, type Reconcile, type RunOptions } from "./worker.js";
+
+/** Options of the add calls. */
+export interface AddOptions {
+  /** The priority to queue at (higher first); default the queue's priority for manual adds. */
+  priority?: number;
+  /** A label shown to workers as the reason's source. */
+  reason?: string;
+}
+
+/** A queue's counts at one instant. */
+export interface QueueLength {
+  /** Ready to be handed out now (client-go's Len). */
+  ready: number;
+  /** Waiting for a delay or a backoff. */
+  waiting: number;
+  /** Held under a lease. */
+  held: number;
+  /** Held and added again meanwhile. */
+  dirty: number;
+  /** Ready keys per priority, highest first. */
+  readyByPriority: { priority: number; count: number }[];
+}
+
+export type KeyPhase = "ABSENT" | "QUEUED" | "WAITING" | "HELD" | "UNSPECIFIED";
+
+/** Where a key is in its queue. */
+export interface KeyInfo {
+  state: KeyPhase;
+  priority: number;
+  failures: number;
+  lastError: string;
+  reasons: Reason[];
+  /** QUEUED: when it became ready. */
+  queuedSince: Date | undefined;
+  /** WAITING: when it becomes ready. */
+  waitingUntil: Date | undefined;
+  /** HELD: the lease's deadline. */
+  heldUntil: Date | undefined;
+  /** HELD: who holds it ("<worker>#<stream>" for a Work stream). */
+  holder: string;
+  dirty: boolean;
+}
+
+/** The backoff the rate limiter chose for one key. */
+export interface RateLimitedKey {
+  key: string;
+  failures: number;
+  /** Milliseconds until the key is ready again. */
+  delay: number;
+}
+
+/** What a drain did with the leases held at shutdown. */
+export interface DrainReport {
+  finished: number;
+  returned: number;
+}
+
+const phases: Record<number, KeyPhase> = {
+  [WireKeyState.KEY_STATE_ABSENT]: "ABSENT",
+  [WireKeyState.KEY_STATE_QUEUED]: "QUEUED",
+  [WireKeyState.KEY_STATE_WAITING]: "WAITING",
+  [WireKeyState.KEY_STATE_HELD]: "HELD",
+};
+
+function keysAndOptions(args: unknown[]): [string[], AddOptions] {
+  if (Array.isArray(args[0])) return [args[0] as string[], (args[1] as AddOptions | undefined) ?? {}];
+  return [args as string[], {}];
+}
+
+export class Queue {
+  constructor(
+    private readonly client: WorkQueueServiceClient,
+    /** The queue's name in the sidecar config. */
+    readonly name: string,
+    private readonly workerName: string,
+    private readonly log: Logger,
+  ) {}
+
+  private op(verb: string): string {
+    return `${verb} queue ${JSON.stringify(this.name)}`;
+  }
+
+  /** Queues keys now (client-go Add). `add("a", "b")` or `add(["a", "b"], { priority })`. */
+  add(...keys: string[]): Promise<void>;
+  add(keys: readonly string[], options: AddOptions): Promise<void>;
+  async add(...args: unknown[]): Promise<void> {
+    const [keys, o] = keysAndOptions(args);
+    await unary(this.op("add to"), (cb) =>
+      this.client.add({ queue: this.name, keys, priority: o.priority, reason: o.reason ?? "" }, cb),
+    );
+  }
+
+  /** Queues keys once `delay` ms have passed (client-go AddAfter). */
+  addAfter(delay: number, ...keys: string[]): Promise<void>;
+  addAfter(delay: number, keys: readonly string[], options: AddOptions): Promise<void>;
+  async addAfter(delay: number, ...args: unknown[]): Promise<void> {
+    const [keys, o] = keysAndOptions(args);
+    await unary(this.op("add after to"), (cb) =>
+      this.client.addAfter({ queue: this.name, keys, delay: toDuration(delay), priority: o.priority, reason: o.reason ?? "" }, cb),
+    );
+  }
+
+  /** Counts a failure for each key and queues it after its backoff (client-go AddRateLimited). */
+  addRateLimited(...keys: string[]): Promise<RateLimitedKey[]>;
+  addRateLimited(keys: readonly string[], options: AddOptions): Promise<RateLimitedKey[]>;
+  async addRateLimited(...args: unknown[]): Promise<RateLimitedKey[]> {
+    const [keys, o] = keysAndOptions(args);
+    const res = await unary<AddRateLimitedResponse>(this.op("add rate limited to"), (cb) =>
+      this.client.addRateLimited({ queue: this.name, keys, priority: o.priority, reason: o.reason ?? "" }, cb),
+    );
+    return res.keys.map((k) => ({ key: k.key, failures: k.failures, delay: fromDuration(k.delay) ?? 0 }));
+  }
+
+  /** Clears a key's failure count (client-go Forget). */
+  async forget(key: string): Promise<void> {
+    await unary(this.op("forget in"), (cb) => this.client.forget({ queue: this.name, key }, cb));
+  }
+
+  /** How many times a key failed since it was last forgotten (client-go NumRequeues). */
+  async numRequeues(key: string): Promise<number> {
+    const res = await unary<NumRequeuesResponse>(this.op("num requeues in"), (cb) => this.client.numRequeues({ queue: this.name, key }, cb));
+    return res.numRequeues;
+  }
+
+  /** The queue's counts (client-go Len is `.ready`). */
+  async len(): Promise<QueueLength> {
+    const res = await unary<LenResponse>(this.op("len of"), (cb) => this.client.len({ queue: this.name }, cb));
+    return {
+      ready: res.ready,
+      waiting: res.waiting,
+      held: res.held,
+      dirty: res.dirty,
+      readyByPriority: res.readyByPriority.map((p) => ({ priority: p.priority, count: p.count })),
+    };
+  }
+
+  /** Where a key is: absent, queued, waiting or held, with its failures and reasons. */
+  async keyState(key: string): Promise<KeyInfo> {
+    const res = await unary<KeyStateResponse>(this.op("key state in"), (cb) => this.client.keyState({ queue: this.name, key }, cb));
+    return {
+      state: phases[res.state] ?? "UNSPECIFIED",
+      priority: res.priority,
+      failures: res.failures,
+      lastError: res.lastError,
+      reasons: res.reasons.map(reasonFromWire),
+      queuedSince: res.queuedSince,
+      waitingUntil: res.waitingUntil,
+      heldUntil: res.heldUntil,
+      holder: res.holder,
+      dirty: res.dirty,
+    };
+  }
+
+  /** Stops the queue at once; holders of leases are asked to stop (client-go ShutDown). */
+  async shutDown(): Promise<void> {
+    await unary(this.op("shut down"), (cb) => this.client.shutDown({ queue: this.name, drain: false, drainTimeout: undefined }, cb));
+  }
+
+  /** Stops the queue, waiting up to `timeout` ms (default: the sidecar's grace period) for held leases to end (client-go ShutDownWithDrain). */
+  async shutDownWithDrain(timeout?: number): Promise<DrainReport> {
+    const res = await unary<ShutDownResponse>(this.op("shut down"), (cb) =>
+      this.client.shutDown({ queue: this.name, drain: true, drainTimeout: timeout === undefined ? undefined : toDuration(timeout) }, cb),
+    );
+    return { finished: res.finished, returned: res.returned };
+  }
+
+  /**
+   * Runs a worker: takes keys from the queue and calls reconcile for each, at
+   * most `concurrency` at once, until `signal` aborts. Resolves once stopped;
+   * rejects only on what retrying cannot fix (an unknown queue, an invalid
+   * argument). See the README's lease rules.
+   */
+  async run(reconcile: Reconcile, options: RunOptions = {}): Promise<void> {
+    const concurrency = options.concurrency ?? 1;
+    if (!Number.isInteger(concurrency) || concurrency < 1) {
+      throw new RangeError(`workqueue: run on queue ${JSON.stringify(this.name)}: concurrency must be an integer of at least 1, not ${concurrency}`);
+    }
+    await new Worker(this.client, this.name, this.workerName, reconcile, options, this.log).run();
+  }
+}
