@@ -38,6 +38,7 @@ export {
   type ApplyOptions,
   type DeleteOptions,
   type DeleteResult,
+  type LeaseRef,
   type ObjectLike,
   type PatchOptions,
   type TypeMeta,

@@ -46,9 +46,22 @@ export interface ObjectLike {
   metadata?: { name?: string; namespace?: string };
 }
 
+/** The lease a write is made under: the queue, the leased key and the lease's token. */
+export interface LeaseRef {
+  queue: string;
+  key: string;
+  token: bigint;
+}
+
 export interface WriteOptions {
   /** The field manager; default the sidecar's. */
   fieldManager?: string;
+  /**
+   * The lease this write is made under: the sidecar makes it only while that
+   * lease is current (StaleLeaseError otherwise), and the key is not leased
+   * again until the sidecar's caches have seen the write.
+   */
+  lease?: LeaseRef;
 }
 
 export interface ApplyOptions extends WriteOptions {
@@ -64,6 +77,8 @@ export interface PatchOptions extends WriteOptions {
 }
 
 export interface DeleteOptions {
+  /** The lease this delete is made under (see WriteOptions.lease). */
+  lease?: LeaseRef;
   preconditionUid?: string;
   preconditionResourceVersion?: string;
   propagation?: "background" | "foreground" | "orphan";
@@ -110,6 +125,7 @@ export class Objects {
           json: Buffer.from(JSON.stringify(obj)),
           fieldManager: options.fieldManager ?? "",
           force: options.force ?? false,
+          lease: options.lease,
         },
         cb,
       ),
@@ -130,6 +146,7 @@ export class Objects {
           patch: Buffer.from(JSON.stringify(patch)),
           status: options.status ?? false,
           fieldManager: options.fieldManager ?? "",
+          lease: options.lease,
         },
         cb,
       ),
@@ -143,7 +160,13 @@ export class Objects {
     const op = `create ${type.kind} ${JSON.stringify(obj.metadata?.name ?? "")}`;
     const res = await unary<CreateObjectResponse>(op, (cb) =>
       this.client.createObject(
-        { type, namespace: obj.metadata?.namespace ?? "", json: Buffer.from(JSON.stringify(obj)), fieldManager: options.fieldManager ?? "" },
+        {
+          type,
+          namespace: obj.metadata?.namespace ?? "",
+          json: Buffer.from(JSON.stringify(obj)),
+          fieldManager: options.fieldManager ?? "",
+          lease: options.lease,
+        },
         cb,
       ),
     );
@@ -161,6 +184,7 @@ export class Objects {
           preconditionUid: options.preconditionUid ?? "",
           preconditionResourceVersion: options.preconditionResourceVersion ?? "",
           propagation: options.propagation === undefined ? Propagation.PROPAGATION_UNSPECIFIED : propagations[options.propagation],
+          lease: options.lease,
         },
         cb,
       ),

@@ -72,6 +72,19 @@ export interface ResourceType {
   kind: string;
 }
 
+/**
+ * LeaseRef names the lease a write is made under: the queue, the key and the
+ * lease's token, as the worker got them in its Lease.
+ */
+export interface LeaseRef {
+  /** The queue's name. Required. */
+  queue: string;
+  /** The leased key. Required. */
+  key: string;
+  /** The lease's fencing token. Required (non-zero). */
+  token: bigint;
+}
+
 /** WrittenObject is an object as the API server returned it after a write. */
 export interface WrittenObject {
   /** The object as JSON, as the API server returned it. */
@@ -107,6 +120,12 @@ export interface ApplyObjectRequest {
   fieldManager: string;
   /** Take fields another manager owns instead of failing with a conflict. */
   force: boolean;
+  /**
+   * The lease this write is made under, if any: the write is made only
+   * while the lease is current, and the key's next lease waits until the
+   * caches have seen the write (see the service comment).
+   */
+  lease: LeaseRef | undefined;
 }
 
 /** ApplyObjectResponse carries the applied object. */
@@ -133,6 +152,12 @@ export interface PatchObjectRequest {
   status: boolean;
   /** The field manager recorded for the change; empty uses the sidecar's. */
   fieldManager: string;
+  /**
+   * The lease this write is made under, if any: the write is made only
+   * while the lease is current, and the key's next lease waits until the
+   * caches have seen the write (see the service comment).
+   */
+  lease: LeaseRef | undefined;
 }
 
 /** PatchObjectResponse carries the patched object. */
@@ -156,6 +181,12 @@ export interface CreateObjectRequest {
   json: Buffer;
   /** The field manager recorded for the object; empty uses the sidecar's. */
   fieldManager: string;
+  /**
+   * The lease this write is made under, if any: the write is made only
+   * while the lease is current, and the key's next lease waits until the
+   * caches have seen the write (see the service comment).
+   */
+  lease: LeaseRef | undefined;
 }
 
 /** CreateObjectResponse carries the created object. */
@@ -186,6 +217,12 @@ export interface DeleteObjectRequest {
   preconditionResourceVersion: string;
   /** What happens to the objects it owns. */
   propagation: Propagation;
+  /**
+   * The lease this write is made under, if any: the write is made only
+   * while the lease is current, and the key's next lease waits until the
+   * caches have seen the write (see the service comment).
+   */
+  lease: LeaseRef | undefined;
 }
 
 /** DeleteObjectResponse says whether the object is gone. */
@@ -263,6 +300,88 @@ export const ResourceType: MessageFns<ResourceType> = {
     const message = createBaseResourceType();
     message.apiVersion = object.apiVersion ?? "";
     message.kind = object.kind ?? "";
+    return message;
+  },
+};
+
+function createBaseLeaseRef(): LeaseRef {
+  return { queue: "", key: "", token: 0n };
+}
+
+export const LeaseRef: MessageFns<LeaseRef> = {
+  encode(message: LeaseRef, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.queue !== "") {
+      writer.uint32(10).string(message.queue);
+    }
+    if (message.key !== "") {
+      writer.uint32(18).string(message.key);
+    }
+    if (message.token !== 0n) {
+      if (BigInt.asUintN(64, message.token) !== message.token) {
+        throw new globalThis.Error("value provided for field message.token of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.token);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LeaseRef {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLeaseRef();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.queue = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.token = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create(base?: DeepPartial<LeaseRef>): LeaseRef {
+    return LeaseRef.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<LeaseRef>): LeaseRef {
+    const message = createBaseLeaseRef();
+    message.queue = object.queue ?? "";
+    message.key = object.key ?? "";
+    message.token = (object.token !== undefined && object.token !== null) ? BigInt(object.token) : 0n;
     return message;
   },
 };
@@ -347,7 +466,15 @@ export const WrittenObject: MessageFns<WrittenObject> = {
 };
 
 function createBaseApplyObjectRequest(): ApplyObjectRequest {
-  return { type: undefined, namespace: "", name: "", json: Buffer.alloc(0), fieldManager: "", force: false };
+  return {
+    type: undefined,
+    namespace: "",
+    name: "",
+    json: Buffer.alloc(0),
+    fieldManager: "",
+    force: false,
+    lease: undefined,
+  };
 }
 
 export const ApplyObjectRequest: MessageFns<ApplyObjectRequest> = {
@@ -369,6 +496,9 @@ export const ApplyObjectRequest: MessageFns<ApplyObjectRequest> = {
     }
     if (message.force !== false) {
       writer.uint32(48).bool(message.force);
+    }
+    if (message.lease !== undefined) {
+      LeaseRef.encode(message.lease, writer.uint32(58).fork()).join();
     }
     return writer;
   },
@@ -434,6 +564,14 @@ export const ApplyObjectRequest: MessageFns<ApplyObjectRequest> = {
             message.force = reader.bool();
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.lease = LeaseRef.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -459,6 +597,9 @@ export const ApplyObjectRequest: MessageFns<ApplyObjectRequest> = {
     message.json = object.json ?? Buffer.alloc(0);
     message.fieldManager = object.fieldManager ?? "";
     message.force = object.force ?? false;
+    message.lease = (object.lease !== undefined && object.lease !== null)
+      ? LeaseRef.fromPartial(object.lease)
+      : undefined;
     return message;
   },
 };
@@ -529,6 +670,7 @@ function createBasePatchObjectRequest(): PatchObjectRequest {
     patch: Buffer.alloc(0),
     status: false,
     fieldManager: "",
+    lease: undefined,
   };
 }
 
@@ -554,6 +696,9 @@ export const PatchObjectRequest: MessageFns<PatchObjectRequest> = {
     }
     if (message.fieldManager !== "") {
       writer.uint32(58).string(message.fieldManager);
+    }
+    if (message.lease !== undefined) {
+      LeaseRef.encode(message.lease, writer.uint32(66).fork()).join();
     }
     return writer;
   },
@@ -627,6 +772,14 @@ export const PatchObjectRequest: MessageFns<PatchObjectRequest> = {
             message.fieldManager = reader.string();
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.lease = LeaseRef.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -653,6 +806,9 @@ export const PatchObjectRequest: MessageFns<PatchObjectRequest> = {
     message.patch = object.patch ?? Buffer.alloc(0);
     message.status = object.status ?? false;
     message.fieldManager = object.fieldManager ?? "";
+    message.lease = (object.lease !== undefined && object.lease !== null)
+      ? LeaseRef.fromPartial(object.lease)
+      : undefined;
     return message;
   },
 };
@@ -715,7 +871,7 @@ export const PatchObjectResponse: MessageFns<PatchObjectResponse> = {
 };
 
 function createBaseCreateObjectRequest(): CreateObjectRequest {
-  return { type: undefined, namespace: "", json: Buffer.alloc(0), fieldManager: "" };
+  return { type: undefined, namespace: "", json: Buffer.alloc(0), fieldManager: "", lease: undefined };
 }
 
 export const CreateObjectRequest: MessageFns<CreateObjectRequest> = {
@@ -731,6 +887,9 @@ export const CreateObjectRequest: MessageFns<CreateObjectRequest> = {
     }
     if (message.fieldManager !== "") {
       writer.uint32(34).string(message.fieldManager);
+    }
+    if (message.lease !== undefined) {
+      LeaseRef.encode(message.lease, writer.uint32(42).fork()).join();
     }
     return writer;
   },
@@ -780,6 +939,14 @@ export const CreateObjectRequest: MessageFns<CreateObjectRequest> = {
             message.fieldManager = reader.string();
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.lease = LeaseRef.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -803,6 +970,9 @@ export const CreateObjectRequest: MessageFns<CreateObjectRequest> = {
     message.namespace = object.namespace ?? "";
     message.json = object.json ?? Buffer.alloc(0);
     message.fieldManager = object.fieldManager ?? "";
+    message.lease = (object.lease !== undefined && object.lease !== null)
+      ? LeaseRef.fromPartial(object.lease)
+      : undefined;
     return message;
   },
 };
@@ -872,6 +1042,7 @@ function createBaseDeleteObjectRequest(): DeleteObjectRequest {
     preconditionUid: "",
     preconditionResourceVersion: "",
     propagation: 0,
+    lease: undefined,
   };
 }
 
@@ -894,6 +1065,9 @@ export const DeleteObjectRequest: MessageFns<DeleteObjectRequest> = {
     }
     if (message.propagation !== 0) {
       writer.uint32(48).int32(message.propagation);
+    }
+    if (message.lease !== undefined) {
+      LeaseRef.encode(message.lease, writer.uint32(58).fork()).join();
     }
     return writer;
   },
@@ -959,6 +1133,14 @@ export const DeleteObjectRequest: MessageFns<DeleteObjectRequest> = {
             message.propagation = reader.int32() as any;
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.lease = LeaseRef.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -984,6 +1166,9 @@ export const DeleteObjectRequest: MessageFns<DeleteObjectRequest> = {
     message.preconditionUid = object.preconditionUid ?? "";
     message.preconditionResourceVersion = object.preconditionResourceVersion ?? "";
     message.propagation = object.propagation ?? 0;
+    message.lease = (object.lease !== undefined && object.lease !== null)
+      ? LeaseRef.fromPartial(object.lease)
+      : undefined;
     return message;
   },
 };
@@ -1084,7 +1269,20 @@ export const DeleteObjectResponse: MessageFns<DeleteObjectResponse> = {
  * conflict, an object that already exists, a failed UID or resourceVersion
  * precondition) ABORTED; 429, 500, 503 and an API server that cannot be
  * reached or does not answer in time UNAVAILABLE (retry later); 504
- * DEADLINE_EXCEEDED; anything else UNKNOWN.
+ * DEADLINE_EXCEEDED; anything else UNKNOWN. A write that names a lease the
+ * worker no longer holds is FAILED_PRECONDITION and is not made.
+ *
+ * Writes under a lease, and reads after writes: a write may name the lease
+ * it is made under (lease). The sidecar then makes it only while that lease
+ * is current (its token fences the write as it fences Done), and the key is
+ * not leased again until every informer cache that holds the written kind
+ * has seen the write (or the queue's settle_timeout has passed): the next
+ * reconcile never reads a cache older than its own last write. Every write
+ * through the sidecar, under a lease or not, also makes cache reads of the
+ * written object (GetObject, ListObjects) wait, up to the same bound, until
+ * the cache has seen it; past the bound they fail with DEADLINE_EXCEEDED
+ * rather than answer a version older than the write. Reads of objects with
+ * no write pending are not slowed.
  */
 export type ObjectServiceService = typeof ObjectServiceService;
 export const ObjectServiceService = {

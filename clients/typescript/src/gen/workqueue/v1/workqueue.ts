@@ -89,6 +89,12 @@ export enum KeyState {
   KEY_STATE_WAITING = 3,
   /** KEY_STATE_HELD - Held by a worker under a lease. */
   KEY_STATE_HELD = 4,
+  /**
+   * KEY_STATE_SETTLING - Its last lease ended after writes through the sidecar (ObjectService
+   * calls naming the lease): it is not handed out again until the caches
+   * have seen those writes, or until settling_until.
+   */
+  KEY_STATE_SETTLING = 5,
   UNRECOGNIZED = -1,
 }
 
@@ -163,7 +169,18 @@ export interface Lease {
    * asked for it (include_object) and the queue has a primary informer;
    * unset otherwise. A deleted object comes with deleted = true.
    */
-  object: CachedObject | undefined;
+  object:
+    | CachedObject
+    | undefined;
+  /**
+   * The key's object (from the queue's primary informer) is being deleted:
+   * it has a deletionTimestamp and is held by finalizers. On a queue that
+   * declares a finalizer, finishing this lease with success removes that
+   * finalizer (the sidecar does it), so the worker cleans up and returns.
+   */
+  deleting: boolean;
+  /** When deleting, the object's metadata.deletionTimestamp. */
+  deletionTimestamp: Date | undefined;
 }
 
 /** AddRequest queues keys now. */
@@ -366,6 +383,11 @@ export interface LenResponse {
    * again when their lease ends.
    */
   dirty: number;
+  /**
+   * Keys whose lease ended after writes through the sidecar that the caches
+   * have not all seen yet: not handed out until they have (KEY_STATE_SETTLING).
+   */
+  settling: number;
 }
 
 /** PriorityCount is the number of ready keys at one priority. */
@@ -551,6 +573,12 @@ export interface KeyStateResponse {
    * the lease ends.
    */
   dirty: boolean;
+  /**
+   * SETTLING: the latest instant it waits for the caches to see its
+   * writes; it is queued (or forgotten) then at the latest. dirty, priority
+   * and reasons tell what happens next, as for HELD.
+   */
+  settlingUntil: Date | undefined;
 }
 
 /** WorkRequest is one message from a worker on its Work stream. */
@@ -845,6 +873,8 @@ function createBaseLease(): Lease {
     enqueuedAt: undefined,
     lastError: "",
     object: undefined,
+    deleting: false,
+    deletionTimestamp: undefined,
   };
 }
 
@@ -882,6 +912,12 @@ export const Lease: MessageFns<Lease> = {
     }
     if (message.object !== undefined) {
       CachedObject.encode(message.object, writer.uint32(82).fork()).join();
+    }
+    if (message.deleting !== false) {
+      writer.uint32(88).bool(message.deleting);
+    }
+    if (message.deletionTimestamp !== undefined) {
+      Timestamp.encode(toTimestamp(message.deletionTimestamp), writer.uint32(98).fork()).join();
     }
     return writer;
   },
@@ -979,6 +1015,22 @@ export const Lease: MessageFns<Lease> = {
             message.object = CachedObject.decode(reader, reader.uint32());
             continue;
           }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.deleting = reader.bool();
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.deletionTimestamp = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1008,6 +1060,8 @@ export const Lease: MessageFns<Lease> = {
     message.object = (object.object !== undefined && object.object !== null)
       ? CachedObject.fromPartial(object.object)
       : undefined;
+    message.deleting = object.deleting ?? false;
+    message.deletionTimestamp = object.deletionTimestamp ?? undefined;
     return message;
   },
 };
@@ -2106,7 +2160,7 @@ export const LenRequest: MessageFns<LenRequest> = {
 };
 
 function createBaseLenResponse(): LenResponse {
-  return { ready: 0, waiting: 0, held: 0, readyByPriority: [], dirty: 0 };
+  return { ready: 0, waiting: 0, held: 0, readyByPriority: [], dirty: 0, settling: 0 };
 }
 
 export const LenResponse: MessageFns<LenResponse> = {
@@ -2125,6 +2179,9 @@ export const LenResponse: MessageFns<LenResponse> = {
     }
     if (message.dirty !== 0) {
       writer.uint32(40).uint32(message.dirty);
+    }
+    if (message.settling !== 0) {
+      writer.uint32(48).uint32(message.settling);
     }
     return writer;
   },
@@ -2182,6 +2239,14 @@ export const LenResponse: MessageFns<LenResponse> = {
             message.dirty = reader.uint32();
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.settling = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2204,6 +2269,7 @@ export const LenResponse: MessageFns<LenResponse> = {
     message.held = object.held ?? 0;
     message.readyByPriority = object.readyByPriority?.map((e) => PriorityCount.fromPartial(e)) || [];
     message.dirty = object.dirty ?? 0;
+    message.settling = object.settling ?? 0;
     return message;
   },
 };
@@ -3010,6 +3076,7 @@ function createBaseKeyStateResponse(): KeyStateResponse {
     heldUntil: undefined,
     holder: "",
     dirty: false,
+    settlingUntil: undefined,
   };
 }
 
@@ -3044,6 +3111,9 @@ export const KeyStateResponse: MessageFns<KeyStateResponse> = {
     }
     if (message.dirty !== false) {
       writer.uint32(80).bool(message.dirty);
+    }
+    if (message.settlingUntil !== undefined) {
+      Timestamp.encode(toTimestamp(message.settlingUntil), writer.uint32(90).fork()).join();
     }
     return writer;
   },
@@ -3141,6 +3211,14 @@ export const KeyStateResponse: MessageFns<KeyStateResponse> = {
             message.dirty = reader.bool();
             continue;
           }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.settlingUntil = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3168,6 +3246,7 @@ export const KeyStateResponse: MessageFns<KeyStateResponse> = {
     message.heldUntil = object.heldUntil ?? undefined;
     message.holder = object.holder ?? "";
     message.dirty = object.dirty ?? false;
+    message.settlingUntil = object.settlingUntil ?? undefined;
     return message;
   },
 };
