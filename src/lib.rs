@@ -22,6 +22,7 @@
 //! - [`metrics`]: Prometheus metrics with client-go's workqueue names, plus
 //!   leases and gRPC requests.
 //! - [`leader`]: leader election through a Lease; only the leader hands out keys.
+//! - [`shard`]: scale-out's pure core: hash ranges shared among replicas through one Lease each.
 //! - [`admin`]: the admin HTTP port: `/metrics`, `/healthz`, `/readyz`.
 //! - [`app`]: the sidecar as one unit: built from its options, then run until
 //!   a shutdown signal, owning every task it starts and stopping them in order.
@@ -46,4 +47,5 @@ pub mod grpc;
 pub mod leader;
 pub mod metrics;
 pub mod server;
+pub mod shard;
 pub mod tls;

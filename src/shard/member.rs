@@ -1,0 +1,485 @@
+//! One replica's side of the sharding protocol: a synchronous state machine that takes Lease snapshots and write results, with time passed in, and decides which slots it may grant from, until when.
+//!
+//! Each slot is, for this member, free, claiming, held or draining:
+//! - free -> claiming: the member's assignment gives it the slot and no
+//!   other live Lease claims it. The slot goes into the next write.
+//! - claiming -> held: a snapshot that contains a write of the current
+//!   term chain with the claim shows no other claim of the slot that was
+//!   live as of that write's sending. Otherwise the claim is withdrawn.
+//! - held: granted from while the term lasts; a term rests on the last
+//!   acknowledged renewal and ends `renew_deadline` after it was sent. A
+//!   renewal acknowledged after the term ended starts a new chain, and every
+//!   held slot is claimed again (the paused-member hazard).
+//! - held -> draining: the assignment moved the slot away. Nothing more is
+//!   granted; the leases in it are revoked; it stays claimed until they have
+//!   ended (told by [`Member::leases_ended`]) or the term in force ended.
+//! - draining -> free: gone from the next write, which the new owner waits for.
+//!
+//! Why no slot is held by two members at once is in docs/sharding.md.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::assignment::Assignment;
+use super::observation::{LeaseRecord, LeaseVersion, MemberId, ObservedLease, Snapshot};
+use super::settings::ShardSettings;
+use super::slot::SlotSet;
+
+/// How many acknowledged writes a member remembers, to recognise its own
+/// Lease in a snapshot: a snapshot older than that is of no use for a check.
+const WRITES_REMEMBERED: usize = 16;
+
+/// What the member tells its I/O shell, drained with [`Member::take_effects`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// These slots may be granted from now (bounded by [`Member::grant`]):
+    /// list their objects if not cached yet.
+    Gained(SlotSet),
+    /// Stop granting from these slots and revoke (or wait out) their leases;
+    /// call [`Member::leases_ended`] when none is left.
+    Revoke(SlotSet),
+}
+
+/// A write of the member's own Lease to send; answer with
+/// [`Member::write_succeeded`] or [`Member::write_failed`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseWrite {
+    pub seq: u64,
+    pub record: LeaseRecord,
+}
+
+/// What the member may grant from now: leases in these slots must end by `until`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    pub slots: SlotSet,
+    pub until: Instant,
+}
+
+/// Rules broken on purpose, so the simulation shows its checks can fail.
+/// Always `None` outside tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) enum Fault {
+    #[default]
+    None,
+    /// Claim and hold a slot without waiting for its old owner's release or expiry.
+    IgnoreOtherClaims,
+    /// Keep held slots across a gap in the term chain (a paused member waking up).
+    KeepSlotsAcrossGap,
+    /// Free a moved slot at once, without waiting for its leases to end.
+    FreeWithoutDraining,
+    /// Judge another Lease expired as of now, not as of the checked write.
+    JudgeExpiryNow,
+    /// Never judge another member's Lease expired: crashed members keep their slots.
+    NeverExpire,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct InFlight {
+    seq: u64,
+    sent_at: Instant,
+    leaving: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Written {
+    seq: u64,
+    version: LeaseVersion,
+    sent_at: Instant,
+}
+
+pub struct Member {
+    id: MemberId,
+    settings: ShardSettings,
+    next_seq: u64,
+    in_flight: Option<InFlight>,
+    /// Acknowledged writes, newest last, to find the one a snapshot contains.
+    written: VecDeque<Written>,
+    last_sent_at: Option<Instant>,
+    /// The published claims changed since the last write was sent.
+    dirty: bool,
+    /// Nothing is granted from this instant on; `None` before the first renewal.
+    term_end: Option<Instant>,
+    /// Claimed slots by the first write sequence that carries the claim in
+    /// the current term chain: a check needs a snapshot with that write or a later one.
+    claiming: BTreeMap<u64, SlotSet>,
+    held: SlotSet,
+    /// Slots moved away, claimed until their leases end, by when they surely have.
+    draining: Vec<(Instant, SlotSet)>,
+    /// Slots lost to a concurrent claim, not claimed again before the instant.
+    backoff: Vec<(Instant, SlotSet)>,
+    last_revision: Option<u64>,
+    /// Every other Lease's version and when this member first saw it: a
+    /// Lease is expired once unchanged for its duration by this member's clock.
+    seen: HashMap<MemberId, (LeaseVersion, Instant)>,
+    /// The live members as last read, sorted; the assignment is theirs.
+    view: Vec<MemberId>,
+    assignment: Assignment,
+    /// The slots the assignment gives this member.
+    mine: SlotSet,
+    /// Slots other live Leases claim, as of the last snapshot.
+    claimed_by_others: SlotSet,
+    leaving: bool,
+    left: bool,
+    effects: Vec<Effect>,
+    fault: Fault,
+}
+
+impl Member {
+    pub fn new(id: MemberId, settings: ShardSettings) -> Member {
+        Member {
+            id,
+            settings,
+            next_seq: 1,
+            in_flight: None,
+            written: VecDeque::new(),
+            last_sent_at: None,
+            dirty: true,
+            term_end: None,
+            claiming: BTreeMap::new(),
+            held: SlotSet::EMPTY,
+            draining: Vec::new(),
+            backoff: Vec::new(),
+            last_revision: None,
+            seen: HashMap::new(),
+            view: Vec::new(),
+            assignment: Assignment::empty(),
+            mine: SlotSet::EMPTY,
+            claimed_by_others: SlotSet::EMPTY,
+            leaving: false,
+            left: false,
+            effects: Vec::new(),
+            fault: Fault::None,
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn with_fault(mut self, fault: Fault) -> Member {
+        self.fault = fault;
+        self
+    }
+
+    pub fn id(&self) -> &MemberId {
+        &self.id
+    }
+
+    /// Whether the member has released everything and published that it left.
+    pub fn has_left(&self) -> bool {
+        self.left
+    }
+
+    /// The live members as last read (this member included unless leaving).
+    pub fn view(&self) -> &[MemberId] {
+        &self.view
+    }
+
+    /// The slots the assignment of the current view gives this member.
+    pub fn assigned(&self) -> SlotSet {
+        self.mine
+    }
+
+    /// The slots this member publishes as claimed.
+    pub fn claims(&self) -> SlotSet {
+        let mut claims = self.held;
+        for set in self.claiming.values() {
+            claims = claims.union(set);
+        }
+        for (_, set) in &self.draining {
+            claims = claims.union(set);
+        }
+        claims
+    }
+
+    fn draining_slots(&self) -> SlotSet {
+        self.draining.iter().fold(SlotSet::EMPTY, |all, (_, set)| all.union(set))
+    }
+
+    fn backoff_slots(&self) -> SlotSet {
+        self.backoff.iter().fold(SlotSet::EMPTY, |all, (_, set)| all.union(set))
+    }
+
+    fn claiming_slots(&self) -> SlotSet {
+        self.claiming.values().fold(SlotSet::EMPTY, |all, set| all.union(set))
+    }
+
+    /// What may be granted from now, and until when.
+    pub fn grant(&self, now: Instant) -> Option<Grant> {
+        let until = self.term_end?;
+        (now < until && !self.held.is_empty()).then_some(Grant { slots: self.held, until })
+    }
+
+    /// Every slot in which a lease this member granted may still be live at
+    /// `now`: the held slots within the term and the draining ones.
+    pub fn holding(&self, now: Instant) -> SlotSet {
+        let mut holding = self.grant(now).map_or(SlotSet::EMPTY, |g| g.slots);
+        for (until, set) in &self.draining {
+            if now < *until {
+                holding = holding.union(set);
+            }
+        }
+        holding
+    }
+
+    pub fn take_effects(&mut self) -> Vec<Effect> {
+        std::mem::take(&mut self.effects)
+    }
+
+    /// Whether `lease` is expired as of `instant`, by this member's clock.
+    fn expired(&self, lease: &ObservedLease, instant: Instant) -> bool {
+        if self.fault == Fault::NeverExpire {
+            return false;
+        }
+        self.seen
+            .get(&lease.record.holder)
+            .is_some_and(|(_, since)| instant.saturating_duration_since(*since) >= lease.record.lease_duration)
+    }
+
+    /// Takes in a snapshot of every Lease; snapshots older than one already
+    /// taken are ignored. One of the same revision is taken again: nothing
+    /// changed, but time passed, and Leases may have expired.
+    pub fn observe(&mut self, snapshot: &Snapshot, now: Instant) {
+        if self.left || self.last_revision.is_some_and(|r| snapshot.revision < r) {
+            return;
+        }
+        self.last_revision = Some(snapshot.revision);
+        let mut own: Option<&ObservedLease> = None;
+        let mut seen = HashMap::with_capacity(snapshot.leases.len());
+        for lease in &snapshot.leases {
+            if lease.record.holder == self.id {
+                own = Some(lease);
+                continue;
+            }
+            let since = match self.seen.get(&lease.record.holder) {
+                Some((version, since)) if *version == lease.version => *since,
+                _ => now,
+            };
+            seen.insert(lease.record.holder.clone(), (lease.version, since));
+        }
+        self.seen = seen;
+        let others = || snapshot.leases.iter().filter(|l| l.record.holder != self.id);
+
+        let mut view: Vec<MemberId> =
+            others().filter(|l| !l.record.leaving && !self.expired(l, now)).map(|l| l.record.holder.clone()).collect();
+        if !self.leaving {
+            view.push(self.id.clone());
+        }
+        view.sort();
+        if view != self.view {
+            self.assignment = self.assignment.update(&view);
+            self.mine = if self.leaving { SlotSet::EMPTY } else { self.assignment.slots_of(&self.id) };
+            self.view = view;
+        }
+        self.claimed_by_others =
+            others().filter(|l| !self.expired(l, now)).fold(SlotSet::EMPTY, |all, l| all.union(&l.record.claims));
+        if self.fault == Fault::IgnoreOtherClaims {
+            self.claimed_by_others = SlotSet::EMPTY;
+        }
+
+        if let Some(own) = own {
+            self.adopt_previous_incarnation(own, now);
+            self.check_claims(own, snapshot, now);
+        }
+        self.release_moved(now);
+        self.claim_assigned();
+    }
+
+    /// A replica restarted under the same name finds its old Lease: whatever
+    /// that one claimed may still have live leases, so it drains for a whole
+    /// lease duration before anyone else may take it.
+    fn adopt_previous_incarnation(&mut self, own: &ObservedLease, now: Instant) {
+        let known = self.written.iter().any(|w| w.version == own.version);
+        if known || !self.written.is_empty() {
+            return;
+        }
+        let inherited = own.record.claims.difference(&self.claims());
+        if !inherited.is_empty() {
+            let until = now.checked_add(own.record.lease_duration).unwrap_or(now);
+            self.draining.push((until, inherited));
+            self.dirty = true;
+        }
+    }
+
+    /// Claims whose write this snapshot contains become held, unless another
+    /// Lease claimed the slot and was live when that write was sent.
+    fn check_claims(&mut self, own: &ObservedLease, snapshot: &Snapshot, now: Instant) {
+        let Some(write) = self.written.iter().find(|w| w.version == own.version).copied() else {
+            return;
+        };
+        if self.claiming.range(..=write.seq).next().is_none() {
+            return;
+        }
+        // The snapshot was taken after the write committed, so after it was sent.
+        let as_of = if self.fault == Fault::JudgeExpiryNow { now } else { write.sent_at };
+        let mut live_claims = SlotSet::EMPTY;
+        if self.fault != Fault::IgnoreOtherClaims {
+            for lease in snapshot.leases.iter().filter(|l| l.record.holder != self.id) {
+                if !self.expired(lease, as_of) {
+                    live_claims = live_claims.union(&lease.record.claims);
+                }
+            }
+        }
+        let checked: Vec<u64> = self.claiming.range(..=write.seq).map(|(seq, _)| *seq).collect();
+        let mut gained = SlotSet::EMPTY;
+        for seq in checked {
+            let Some(set) = self.claiming.remove(&seq) else { continue };
+            let contested = set.intersection(&live_claims);
+            if !contested.is_empty() {
+                let until = now.checked_add(self.settings.retry_period).unwrap_or(now);
+                self.backoff.push((until, contested));
+                self.dirty = true;
+            }
+            gained = gained.union(&set.difference(&contested));
+        }
+        if !gained.is_empty() {
+            self.held = self.held.union(&gained);
+            self.effects.push(Effect::Gained(gained));
+        }
+    }
+
+    /// Held slots the assignment moved away start draining; claims not yet
+    /// held are withdrawn.
+    fn release_moved(&mut self, now: Instant) {
+        let lost = self.held.difference(&self.mine);
+        if !lost.is_empty() {
+            self.held = self.held.difference(&lost);
+            let until = self.term_end.filter(|_| self.fault != Fault::FreeWithoutDraining).unwrap_or(now).max(now);
+            self.draining.push((until, lost));
+            self.effects.push(Effect::Revoke(lost));
+            self.dirty = true;
+        }
+        let mine = self.mine;
+        for set in self.claiming.values_mut() {
+            let withdrawn = set.difference(&mine);
+            if !withdrawn.is_empty() {
+                *set = set.intersection(&mine);
+                self.dirty = true;
+            }
+        }
+        self.claiming.retain(|_, set| !set.is_empty());
+    }
+
+    /// Assigned slots nobody else claims go into the next write.
+    fn claim_assigned(&mut self) {
+        let taken = self
+            .held
+            .union(&self.claiming_slots())
+            .union(&self.draining_slots())
+            .union(&self.backoff_slots())
+            .union(&self.claimed_by_others);
+        let new = self.mine.difference(&taken);
+        if !new.is_empty() {
+            let entry = self.claiming.entry(self.next_seq).or_default();
+            *entry = entry.union(&new);
+            self.dirty = true;
+        }
+    }
+
+    /// Moves time on: drains and backoffs that are over end.
+    pub fn poll(&mut self, now: Instant) {
+        let before = self.draining.len();
+        self.draining.retain(|(until, _)| now < *until);
+        if self.draining.len() != before {
+            self.dirty = true;
+        }
+        self.backoff.retain(|(until, _)| now < *until);
+    }
+
+    /// The next write of this member's Lease, if one is due: a renewal every
+    /// retry period, or at once when the claims changed. One at a time.
+    pub fn next_write(&mut self, now: Instant) -> Option<LeaseWrite> {
+        self.poll(now);
+        if self.left || self.in_flight.is_some() {
+            return None;
+        }
+        let renewal_due =
+            self.last_sent_at.is_none_or(|at| now.saturating_duration_since(at) >= self.settings.retry_period);
+        let claims = self.claims();
+        let leaving = self.leaving && claims.is_empty();
+        if !(self.dirty || renewal_due || leaving) {
+            return None;
+        }
+        let seq = self.next_seq;
+        self.next_seq = self.next_seq.saturating_add(1);
+        self.in_flight = Some(InFlight { seq, sent_at: now, leaving });
+        self.last_sent_at = Some(now);
+        self.dirty = false;
+        let record =
+            LeaseRecord { holder: self.id.clone(), lease_duration: self.settings.lease_duration, claims, leaving };
+        Some(LeaseWrite { seq, record })
+    }
+
+    /// The write `seq` was stored as `version`. A renewal acknowledged before
+    /// the current term ended extends it; a later one starts a new term
+    /// chain, in which every held slot is checked again before it is granted.
+    pub fn write_succeeded(&mut self, seq: u64, version: LeaseVersion, now: Instant) {
+        let Some(write) = self.in_flight.filter(|w| w.seq == seq) else {
+            return;
+        };
+        self.in_flight = None;
+        self.written.push_back(Written { seq, version, sent_at: write.sent_at });
+        if self.written.len() > WRITES_REMEMBERED {
+            self.written.pop_front();
+        }
+        if write.leaving {
+            self.left = true;
+            self.term_end = None;
+            return;
+        }
+        let new_end = write.sent_at.checked_add(self.settings.renew_deadline).unwrap_or(write.sent_at);
+        let chained = self.term_end.is_some_and(|end| now < end) || self.fault == Fault::KeepSlotsAcrossGap;
+        if chained {
+            self.term_end = self.term_end.max(Some(new_end));
+            return;
+        }
+        self.term_end = Some(new_end);
+        let mut recheck = std::mem::take(&mut self.held);
+        if !recheck.is_empty() {
+            self.effects.push(Effect::Revoke(recheck));
+        }
+        // Claims carried by writes of the broken chain prove nothing: each
+        // needs a snapshot with this write or a later one.
+        for set in std::mem::take(&mut self.claiming).into_values() {
+            recheck = recheck.union(&set);
+        }
+        if !recheck.is_empty() {
+            self.claiming.insert(seq, recheck);
+        }
+    }
+
+    /// The write `seq` failed (or its answer was lost): it is sent again.
+    pub fn write_failed(&mut self, seq: u64) {
+        if self.in_flight.is_some_and(|w| w.seq == seq) {
+            self.in_flight = None;
+            self.dirty = true;
+        }
+    }
+
+    /// Every lease in `slots` has ended (finished, revoked or handed back):
+    /// draining slots among them are released with the next write.
+    pub fn leases_ended(&mut self, slots: &SlotSet) {
+        for (_, set) in &mut self.draining {
+            *set = set.difference(slots);
+        }
+        let before = self.draining.len();
+        self.draining.retain(|(_, set)| !set.is_empty());
+        if self.draining.len() != before {
+            self.dirty = true;
+        }
+    }
+
+    /// Starts leaving: every slot is released as if moved away; once none is
+    /// claimed, the Lease is written with `leaving` and the member is gone.
+    pub fn leave(&mut self, now: Instant) {
+        self.leaving = true;
+        self.mine = SlotSet::EMPTY;
+        self.release_moved(now);
+        self.dirty = true;
+    }
+
+    /// The duration settings, for the shell's timers.
+    pub fn retry_period(&self) -> Duration {
+        self.settings.retry_period
+    }
+}

@@ -1,0 +1,236 @@
+//! Unit tests of `Member`, one rule each, with explicit instants and a Lease store kept by hand.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::member::{Effect, Member};
+use super::observation::{LeaseVersion, MemberId, ObservedLease, Snapshot};
+use super::settings::ShardSettings;
+use super::slot::SlotSet;
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+/// The Leases, with a revision per write.
+#[derive(Default)]
+struct Store {
+    revision: u64,
+    leases: BTreeMap<MemberId, Arc<ObservedLease>>,
+}
+
+impl Store {
+    fn snapshot(&self) -> Snapshot {
+        Snapshot { revision: self.revision, leases: self.leases.values().cloned().collect() }
+    }
+
+    /// Sends the member's due write, stores it and acknowledges it at `now`.
+    fn write(&mut self, member: &mut Member, now: Instant) -> bool {
+        let Some(write) = member.next_write(now) else { return false };
+        self.revision += 1;
+        let version = LeaseVersion(self.revision);
+        self.leases.insert(write.record.holder.clone(), Arc::new(ObservedLease { version, record: write.record }));
+        member.write_succeeded(write.seq, version, now);
+        true
+    }
+
+    /// A write, then a read, as the I/O loop would do.
+    fn round(&mut self, member: &mut Member, now: Instant) {
+        self.write(member, now);
+        member.observe(&self.snapshot(), now);
+        self.write(member, now);
+    }
+}
+
+fn member(name: &str) -> Member {
+    Member::new(Arc::from(name), ShardSettings::default())
+}
+
+/// A lone member that holds every slot, at `t0 + 1 s`.
+fn lone_holder(store: &mut Store, t0: Instant) -> Member {
+    let mut a = member("a");
+    store.round(&mut a, t0);
+    store.round(&mut a, t0 + secs(1));
+    assert_eq!(a.grant(t0 + secs(1)).map(|g| g.slots), Some(SlotSet::FULL));
+    a
+}
+
+#[test]
+fn a_lone_member_should_grant_every_slot_once_a_read_shows_its_claim() {
+    let t0 = Instant::now();
+    let mut store = Store::default();
+    let mut a = member("a");
+    assert!(store.write(&mut a, t0));
+    assert!(a.grant(t0).is_none(), "no claim yet");
+    a.observe(&store.snapshot(), t0);
+    assert!(store.write(&mut a, t0), "the claim is written at once");
+    assert!(a.grant(t0).is_none(), "the claim is not seen back yet");
+    a.observe(&store.snapshot(), t0 + secs(1));
+    assert_eq!(a.take_effects(), vec![Effect::Gained(SlotSet::FULL)]);
+    assert_eq!(a.grant(t0 + secs(1)).map(|g| g.slots), Some(SlotSet::FULL));
+}
+
+#[test]
+fn a_grant_should_end_at_the_renew_deadline_after_the_renewal_was_sent() {
+    let t0 = Instant::now();
+    let mut store = Store::default();
+    let a = lone_holder(&mut store, t0);
+    // The last write was sent at t0 (no renewal was due at t0 + 1 s).
+    assert_eq!(a.grant(t0 + secs(1)).unwrap().until, t0 + secs(10));
+    assert!(a.grant(t0 + secs(10)).is_none());
+    assert!(a.holding(t0 + secs(10)).is_empty());
+}
+
+#[test]
+fn a_joining_member_should_take_its_slots_only_after_the_old_owner_released_them() {
+    let t0 = Instant::now();
+    let mut store = Store::default();
+    let mut a = lone_holder(&mut store, t0);
+    a.take_effects();
+    let mut b = member("b");
+    store.round(&mut b, t0 + secs(2));
+    assert!(b.claims().is_empty(), "everything is still claimed by a");
+
+    // a sees b, stops granting b's slots and revokes their leases.
+    a.observe(&store.snapshot(), t0 + secs(3));
+    let moved = b.assigned();
+    assert!(!moved.is_empty());
+    assert_eq!(a.take_effects(), vec![Effect::Revoke(moved)]);
+    assert_eq!(a.grant(t0 + secs(3)).unwrap().slots, SlotSet::FULL.difference(&moved));
+    assert!(a.holding(t0 + secs(3)).intersects(&moved), "leases may still be live");
+    store.write(&mut a, t0 + secs(3));
+    store.round(&mut b, t0 + secs(3));
+    assert!(b.claims().is_empty(), "a still claims them while they drain");
+
+    // The workers hand the leases back: a releases, then b claims and holds.
+    a.leases_ended(&moved);
+    store.write(&mut a, t0 + secs(4));
+    assert!(!a.claims().intersects(&moved));
+    store.round(&mut b, t0 + secs(5));
+    assert_eq!(b.claims(), moved);
+    assert!(b.grant(t0 + secs(5)).is_none(), "its claim is not seen back yet");
+    b.observe(&store.snapshot(), t0 + secs(6));
+    assert_eq!(b.grant(t0 + secs(6)).unwrap().slots, moved);
+    assert!(!a.holding(t0 + secs(6)).intersects(&moved));
+}
+
+#[test]
+fn a_moved_slot_should_drain_until_the_term_ends_when_no_lease_is_handed_back() {
+    let t0 = Instant::now();
+    let mut store = Store::default();
+    let mut a = lone_holder(&mut store, t0);
+    let mut b = member("b");
+    store.round(&mut b, t0 + secs(2));
+    a.observe(&store.snapshot(), t0 + secs(2));
+    let moved = b.assigned();
+    // The term in force ends at t0 + 11 s (renewal sent at t0 + 1 s... or later).
+    let until = a.grant(t0 + secs(2)).unwrap().until;
+    a.poll(until - Duration::from_millis(1));
+    assert!(a.claims().intersects(&moved));
+    a.poll(until);
+    assert!(!a.claims().intersects(&moved));
+}
+
+#[test]
+fn a_crashed_members_slots_should_be_taken_only_once_its_lease_expired() {
+    let t0 = Instant::now();
+    let mut store = Store::default();
+    let _crashed = lone_holder(&mut store, t0);
+    let mut b = member("b");
+    // b first sees a's last renewal at t0 + 2 s.
+    store.round(&mut b, t0 + secs(2));
+    store.round(&mut b, t0 + secs(16));
+    assert!(b.grant(t0 + secs(16)).is_none(), "a's Lease is 14 s unchanged: not expired");
+    store.round(&mut b, t0 + secs(17));
+    store.round(&mut b, t0 + secs(18));
+    assert_eq!(b.grant(t0 + secs(18)).map(|g| g.slots), Some(SlotSet::FULL));
+}
+
+#[test]
+fn a_member_waking_from_a_pause_should_grant_nothing_until_it_checked_its_slots_again() {
+    let t0 = Instant::now();
+    let mut store = Store::default();
+    let mut a = lone_holder(&mut store, t0);
+    a.take_effects();
+    // Paused from t0 + 1 s to t0 + 30 s: the term ended at t0 + 11 s.
+    let wake = t0 + secs(30);
+    assert!(a.grant(wake).is_none());
+    assert!(store.write(&mut a, wake));
+    assert!(a.grant(wake).is_none(), "a renewal after a gap does not restore the slots");
+    assert_eq!(a.take_effects(), vec![Effect::Revoke(SlotSet::FULL)]);
+    a.observe(&store.snapshot(), wake);
+    assert_eq!(a.grant(wake).map(|g| g.slots), Some(SlotSet::FULL), "no one else claims them");
+}
+
+#[test]
+fn two_members_claiming_one_slot_at_once_should_both_withdraw() {
+    let t0 = Instant::now();
+    let mut store = Store::default();
+    let mut a = member("a");
+    let mut b = member("b");
+    // Each writes its first Lease and reads before the other's is stored:
+    // each believes it is alone and claims everything.
+    assert!(store.write(&mut a, t0));
+    a.observe(&store.snapshot(), t0);
+    let alone = store.snapshot();
+    assert!(store.write(&mut b, t0));
+    b.observe(&Snapshot { revision: alone.revision + 1, ..store.snapshot() }, t0);
+    b.observe(&store.snapshot(), t0);
+    store.write(&mut a, t0);
+    store.write(&mut b, t0);
+    // Both read both claims: neither holds the contested slots.
+    let snapshot = Snapshot { revision: store.revision, ..store.snapshot() };
+    a.observe(&snapshot, t0 + secs(1));
+    b.observe(&snapshot, t0 + secs(1));
+    let both = a.grant(t0 + secs(1)).map_or(SlotSet::EMPTY, |g| g.slots);
+    let b_slots = b.grant(t0 + secs(1)).map_or(SlotSet::EMPTY, |g| g.slots);
+    assert!(!both.intersects(&b_slots));
+}
+
+#[test]
+fn an_older_snapshot_than_one_already_read_should_be_ignored() {
+    let t0 = Instant::now();
+    let mut store = Store::default();
+    let mut a = member("a");
+    store.write(&mut a, t0);
+    let old = store.snapshot();
+    let mut b = member("b");
+    store.write(&mut b, t0);
+    a.observe(&store.snapshot(), t0);
+    assert_eq!(a.view().len(), 2);
+    a.observe(&old, t0 + secs(1));
+    assert_eq!(a.view().len(), 2, "the view did not go back");
+}
+
+#[test]
+fn a_leaving_member_should_release_everything_then_publish_that_it_left() {
+    let t0 = Instant::now();
+    let mut store = Store::default();
+    let mut a = lone_holder(&mut store, t0);
+    a.leave(t0 + secs(2));
+    assert!(a.grant(t0 + secs(2)).is_none());
+    a.leases_ended(&SlotSet::FULL);
+    assert!(store.write(&mut a, t0 + secs(2)), "one write clears the claims and says it left");
+    assert!(a.has_left());
+    let mut b = member("b");
+    store.round(&mut b, t0 + secs(3));
+    store.round(&mut b, t0 + secs(4));
+    assert_eq!(b.view().len(), 1, "a left without waiting for its Lease to expire");
+    assert_eq!(b.grant(t0 + secs(4)).map(|g| g.slots), Some(SlotSet::FULL));
+}
+
+#[test]
+fn a_restarted_member_should_drain_what_its_previous_incarnation_claimed() {
+    let t0 = Instant::now();
+    let mut store = Store::default();
+    let _old = lone_holder(&mut store, t0);
+    let mut again = member("a");
+    again.observe(&store.snapshot(), t0 + secs(2));
+    assert_eq!(again.claims(), SlotSet::FULL);
+    assert!(again.grant(t0 + secs(2)).is_none());
+    again.poll(t0 + secs(17));
+    assert!(again.claims().is_empty() || again.claims() == SlotSet::FULL);
+}
