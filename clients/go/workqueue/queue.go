@@ -153,9 +153,13 @@ const (
 	KeyQueued  KeyState = KeyState(workqueuev1.KeyState_KEY_STATE_QUEUED)
 	KeyWaiting KeyState = KeyState(workqueuev1.KeyState_KEY_STATE_WAITING)
 	KeyHeld    KeyState = KeyState(workqueuev1.KeyState_KEY_STATE_HELD)
+	// KeySettling: the key's last lease ended after writes made under it
+	// ([Request.Objects]); it is not handed out again until the sidecar's
+	// caches have seen them, or until SettlingUntil.
+	KeySettling KeyState = KeyState(workqueuev1.KeyState_KEY_STATE_SETTLING)
 )
 
-// String is "absent", "queued", "waiting" or "held".
+// String is "absent", "queued", "waiting", "held" or "settling".
 func (s KeyState) String() string {
 	switch s {
 	case KeyAbsent:
@@ -166,6 +170,8 @@ func (s KeyState) String() string {
 		return "waiting"
 	case KeyHeld:
 		return "held"
+	case KeySettling:
+		return "settling"
 	default:
 		return fmt.Sprintf("KeyState(%d)", int(s))
 	}
@@ -186,8 +192,12 @@ type KeyStatus struct {
 	// HeldUntil is a held key's lease deadline, and Holder its worker.
 	HeldUntil time.Time
 	Holder    string
-	// Dirty: the held key was added again and is queued when the lease ends.
+	// Dirty: the held (or settling) key was added again and is queued when
+	// the lease ends (or it has settled).
 	Dirty bool
+	// SettlingUntil is the latest a settling key waits for the caches to see
+	// its writes; it is queued (or forgotten) then at the latest.
+	SettlingUntil time.Time
 }
 
 // Has reports whether the key is queued (or held) for the given reason.
@@ -218,6 +228,9 @@ func (q *Queue) KeyState(ctx context.Context, key string) (KeyStatus, error) {
 	}
 	if ts := resp.GetHeldUntil(); ts != nil {
 		st.HeldUntil = ts.AsTime()
+	}
+	if ts := resp.GetSettlingUntil(); ts != nil {
+		st.SettlingUntil = ts.AsTime()
 	}
 	return st, nil
 }
