@@ -82,8 +82,9 @@ queues:
 	if err != nil {
 		t.Fatalf("JSON Patch: %v", err)
 	}
-	if err := patched.Decode(&cm); err != nil || cm.Data["size"] != "" || cm.Data["team"] != "blue" {
-		t.Errorf("JSON Patch answered %+v, %v", cm, err)
+	var afterJSONPatch configMap
+	if err := patched.Decode(&afterJSONPatch); err != nil || afterJSONPatch.Data["size"] != "" || afterJSONPatch.Data["team"] != "blue" {
+		t.Errorf("JSON Patch answered %+v, %v", afterJSONPatch, err)
 	}
 
 	// Conflicts: a stale resourceVersion in a patch, an existing name, a
@@ -220,5 +221,92 @@ queues:
 	}
 	if r := child.Metadata.OwnerReferences[0]; r.Kind != "ConfigMap" || r.Name != owner || r.UID == "" || r.Controller == nil || !*r.Controller {
 		t.Errorf("child's owner reference: %+v", r)
+	}
+}
+
+// The stale-read guard from the client: a write under a lease that ended is
+// refused with ErrStaleLease and not made; a write under a current lease
+// settles the key when the lease ends (KeySettling until the cache has the
+// write, then queued again, dirty from the write's own event).
+func TestWritesUnderALostLeaseAreErrStaleLease(t *testing.T) {
+	kubeconfig := os.Getenv("WQS_KUBECONFIG")
+	if kubeconfig == "" {
+		t.Skip(`needs the local control plane: hack/control-plane up; eval "$(hack/control-plane env)"`)
+	}
+	t.Setenv("KUBECONFIG", kubeconfig)
+	ctx := context.Background()
+	id := fmt.Sprintf("wqs-go-f-%d", time.Now().UnixNano()%1_000_000)
+	selector := "wqs-go-test=" + id
+	t.Cleanup(func() { _, _ = kubectl(t, "", "delete", "configmaps", "-n", "default", "-l", selector) })
+	name := id + "-fenced"
+	mustKubectl(t, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\n  namespace: default\n  labels: {wqs-go-test: %s}\ndata: {count: \"0\"}\n", name, id), "apply", "-f", "-")
+	config := writeConfig(t, fmt.Sprintf(`
+informers:
+  cms:
+    version: v1
+    kind: ConfigMap
+    namespace: default
+    label_selector: %s
+queues:
+  cms:
+    primary: cms
+    settle_timeout: 20s
+`, selector))
+	client := dial(t, startSidecar(t, "--config", config, "--kubeconfig", kubeconfig))
+	q := client.Queue("cms")
+	ref := workqueue.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "default", Name: name}
+
+	lease, err := q.Get(ctx, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lease.Namespace != "default" || lease.Name != name {
+		t.Errorf("lease of %s/%s; want default/%s", lease.Namespace, lease.Name, name)
+	}
+	if err := lease.Done(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = lease.Objects().Patch(ctx, ref, map[string]any{"data": map[string]any{"count": "7"}})
+	if !errors.Is(err, workqueue.ErrStaleLease) || errors.Is(err, workqueue.ErrNoKubernetes) {
+		t.Fatalf("a write under an ended lease: %v; want ErrStaleLease", err)
+	}
+	_, err = client.Objects().Patch(ctx, ref, map[string]any{"data": map[string]any{"count": "8"}}, workqueue.UnderLease(lease.Request))
+	if !errors.Is(err, workqueue.ErrStaleLease) {
+		t.Fatalf("a write UnderLease of an ended lease: %v; want ErrStaleLease", err)
+	}
+	var cm configMap
+	if err := client.Get(ctx, "cms", "default", name, &cm); err != nil || cm.Data["count"] != "0" {
+		t.Errorf("after the refused writes the cache holds %+v, %v; want count=0 (not written)", cm.Data, err)
+	}
+
+	// Under a current lease: made, and the key settles when the lease ends.
+	if err := q.Add(ctx, "default/"+name); err != nil {
+		t.Fatal(err)
+	}
+	lease, err = q.Get(ctx, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written, err := lease.Objects().Patch(ctx, ref, map[string]any{"data": map[string]any{"count": "9"}})
+	if err != nil {
+		t.Fatalf("a write under a current lease: %v", err)
+	}
+	if err := lease.Done(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := keyState(t, q, lease.Key)
+	if first.State != workqueue.KeySettling && first.State != workqueue.KeyQueued {
+		t.Errorf("right after the lease ended: %v; want settling (or queued, when the cache had the write already)", first.State)
+	}
+	if first.State == workqueue.KeySettling && first.SettlingUntil.IsZero() {
+		t.Errorf("settling without SettlingUntil: %+v", first)
+	}
+	t.Logf("right after the lease ended the key was %s (settling until %v)", first.State, first.SettlingUntil)
+	eventually(t, 15*time.Second, "the key to be queued again once the cache has the write", func() bool {
+		return keyState(t, q, lease.Key).State == workqueue.KeyQueued
+	})
+	var settled configMap
+	if err := client.Get(ctx, "cms", "default", name, &settled); err != nil || settled.Data["count"] != "9" {
+		t.Errorf("the cache after settling holds %+v, %v; want the write at %s (count=9)", settled.Data, err, written.ResourceVersion)
 	}
 }

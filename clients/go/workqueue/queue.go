@@ -116,6 +116,9 @@ type Counts struct {
 	Waiting int // waiting for a delay or backoff
 	Held    int // held by workers under a lease
 	Dirty   int // held, and added again meanwhile
+	// Settling counts keys whose lease ended after writes made under it,
+	// not handed out until the sidecar's caches have seen them.
+	Settling int
 	// ReadyByPriority breaks Ready down, highest priority first.
 	ReadyByPriority []PriorityCount
 }
@@ -133,10 +136,11 @@ func (q *Queue) Len(ctx context.Context) (Counts, error) {
 		return Counts{}, wrap(queueService, q.op("len of"), err)
 	}
 	counts := Counts{
-		Ready:   int(resp.GetReady()),
-		Waiting: int(resp.GetWaiting()),
-		Held:    int(resp.GetHeld()),
-		Dirty:   int(resp.GetDirty()),
+		Ready:    int(resp.GetReady()),
+		Waiting:  int(resp.GetWaiting()),
+		Held:     int(resp.GetHeld()),
+		Dirty:    int(resp.GetDirty()),
+		Settling: int(resp.GetSettling()),
 	}
 	for _, p := range resp.GetReadyByPriority() {
 		counts.ReadyByPriority = append(counts.ReadyByPriority, PriorityCount{Priority: p.GetPriority(), Count: int(p.GetCount())})

@@ -1334,7 +1334,10 @@ type LenResponse struct {
 	ReadyByPriority []*PriorityCount `protobuf:"bytes,4,rep,name=ready_by_priority,json=readyByPriority,proto3" json:"ready_by_priority,omitempty"`
 	// Held keys that were added again while held (dirty): they are queued
 	// again when their lease ends.
-	Dirty         uint32 `protobuf:"varint,5,opt,name=dirty,proto3" json:"dirty,omitempty"`
+	Dirty uint32 `protobuf:"varint,5,opt,name=dirty,proto3" json:"dirty,omitempty"`
+	// Keys whose lease ended after writes through the sidecar that the caches
+	// have not all seen yet: not handed out until they have (KEY_STATE_SETTLING).
+	Settling      uint32 `protobuf:"varint,6,opt,name=settling,proto3" json:"settling,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1400,6 +1403,13 @@ func (x *LenResponse) GetReadyByPriority() []*PriorityCount {
 func (x *LenResponse) GetDirty() uint32 {
 	if x != nil {
 		return x.Dirty
+	}
+	return 0
+}
+
+func (x *LenResponse) GetSettling() uint32 {
+	if x != nil {
+		return x.Settling
 	}
 	return 0
 }
@@ -3208,13 +3218,14 @@ const file_workqueue_v1_workqueue_proto_rawDesc = "" +
 	"\fnum_requeues\x18\x01 \x01(\rR\vnumRequeues\"\"\n" +
 	"\n" +
 	"LenRequest\x12\x14\n" +
-	"\x05queue\x18\x01 \x01(\tR\x05queue\"\xb0\x01\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"\xcc\x01\n" +
 	"\vLenResponse\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\rR\x05ready\x12\x18\n" +
 	"\awaiting\x18\x02 \x01(\rR\awaiting\x12\x12\n" +
 	"\x04held\x18\x03 \x01(\rR\x04held\x12G\n" +
 	"\x11ready_by_priority\x18\x04 \x03(\v2\x1b.workqueue.v1.PriorityCountR\x0freadyByPriority\x12\x14\n" +
-	"\x05dirty\x18\x05 \x01(\rR\x05dirty\"A\n" +
+	"\x05dirty\x18\x05 \x01(\rR\x05dirty\x12\x1a\n" +
+	"\bsettling\x18\x06 \x01(\rR\bsettling\"A\n" +
 	"\rPriorityCount\x12\x1a\n" +
 	"\bpriority\x18\x01 \x01(\x05R\bpriority\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05count\"}\n" +

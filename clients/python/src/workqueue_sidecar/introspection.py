@@ -84,11 +84,14 @@ class QueueLength:
     dirty: int
     #: Ready keys per priority, highest priority first.
     ready_by_priority: dict[int, int]
+    #: Keys whose lease ended after writes made under it, not handed out until
+    #: the sidecar's caches have seen them (SETTLING).
+    settling: int = 0
 
     @classmethod
     def from_proto(cls, message: pb.LenResponse) -> QueueLength:
         by_priority = {p.priority: p.count for p in message.ready_by_priority}
-        return cls(message.ready, message.waiting, message.held, message.dirty, by_priority)
+        return cls(message.ready, message.waiting, message.held, message.dirty, by_priority, message.settling)
 
 
 @dataclass(frozen=True)

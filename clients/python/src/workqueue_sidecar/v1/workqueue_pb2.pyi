@@ -226,18 +226,20 @@ class LenRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ...) -> None: ...
 
 class LenResponse(_message.Message):
-    __slots__ = ("ready", "waiting", "held", "ready_by_priority", "dirty")
+    __slots__ = ("ready", "waiting", "held", "ready_by_priority", "dirty", "settling")
     READY_FIELD_NUMBER: _ClassVar[int]
     WAITING_FIELD_NUMBER: _ClassVar[int]
     HELD_FIELD_NUMBER: _ClassVar[int]
     READY_BY_PRIORITY_FIELD_NUMBER: _ClassVar[int]
     DIRTY_FIELD_NUMBER: _ClassVar[int]
+    SETTLING_FIELD_NUMBER: _ClassVar[int]
     ready: int
     waiting: int
     held: int
     ready_by_priority: _containers.RepeatedCompositeFieldContainer[PriorityCount]
     dirty: int
-    def __init__(self, ready: _Optional[int] = ..., waiting: _Optional[int] = ..., held: _Optional[int] = ..., ready_by_priority: _Optional[_Iterable[_Union[PriorityCount, _Mapping]]] = ..., dirty: _Optional[int] = ...) -> None: ...
+    settling: int
+    def __init__(self, ready: _Optional[int] = ..., waiting: _Optional[int] = ..., held: _Optional[int] = ..., ready_by_priority: _Optional[_Iterable[_Union[PriorityCount, _Mapping]]] = ..., dirty: _Optional[int] = ..., settling: _Optional[int] = ...) -> None: ...
 
 class PriorityCount(_message.Message):
     __slots__ = ("priority", "count")
