@@ -15,6 +15,7 @@ import (
 // (hack/control-plane): apply, patch, create and delete of ConfigMaps, read
 // back from the cache, and the API server's refusals as sentinels. Skipped
 // without WQS_KUBECONFIG.
+// conformance: C12
 func TestObjectWritesAgainstARealAPIServer(t *testing.T) {
 	kubeconfig := os.Getenv("WQS_KUBECONFIG")
 	if kubeconfig == "" {
@@ -228,6 +229,7 @@ queues:
 // refused with ErrStaleLease and not made; a write under a current lease
 // settles the key when the lease ends (KeySettling until the cache has the
 // write, then queued again, dirty from the write's own event).
+// conformance: C13
 func TestWritesUnderALostLeaseAreErrStaleLease(t *testing.T) {
 	kubeconfig := os.Getenv("WQS_KUBECONFIG")
 	if kubeconfig == "" {

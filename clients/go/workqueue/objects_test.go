@@ -16,6 +16,7 @@ import (
 // A sidecar without informers has no Kubernetes: every write is refused
 // with ErrNoKubernetes (FAILED_PRECONDITION), under a lease too, and is
 // never mistaken for a stale lease.
+// conformance: C12
 func TestWritesToASidecarWithoutKubernetesAreErrNoKubernetes(t *testing.T) {
 	client := dial(t, startSidecar(t))
 	ctx := context.Background()

@@ -34,6 +34,7 @@ CONFIG_MAP: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata
 REF = ObjectRef("v1", "ConfigMap", "default", "a")
 
 
+# conformance: C12
 async def test_writes_to_a_sidecar_without_kubernetes_should_raise_no_kubernetes(client: Client) -> None:
     for objects in (client.objects, client.objects.under(None)):
         for write in (

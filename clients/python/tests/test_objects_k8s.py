@@ -62,6 +62,7 @@ def config_map(ns: str, name: str, **data: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": data}
 
 
+# conformance: C12
 async def test_writes_should_reach_the_api_server_and_map_its_refusals(
     writing_sidecar: Sidecar, namespace: tuple[k8s.CoreV1Api, str]
 ) -> None:
@@ -120,6 +121,7 @@ async def test_writes_should_reach_the_api_server_and_map_its_refusals(
         assert (await objects.delete(ref)).gone
 
 
+# conformance: C13
 async def test_writes_under_a_lease_should_be_fenced_and_settle_the_key(
     writing_sidecar: Sidecar, namespace: tuple[k8s.CoreV1Api, str]
 ) -> None:
