@@ -21,7 +21,7 @@ import (
 //
 // Objects are Go values marshalled with encoding/json (a struct of your
 // own, a k8s.io/api type, a map[string]any), or JSON as-is ([]byte or
-// json.RawMessage). A Objects is cheap and safe for concurrent use.
+// json.RawMessage). An Objects is cheap and safe for concurrent use.
 type Objects struct {
 	client *Client
 	lease  *workqueuev1.LeaseRef // nil: writes name no lease

@@ -93,6 +93,8 @@ class SyncRequest(Request):
     @property
     def objects(self) -> SyncObjects:  # type: ignore[override]
         """Writes under this request's lease, blocking (see ``Request.objects``)."""
+        if self._objects is None:
+            raise RuntimeError("this Request did not come from a worker, so it cannot write: use client.objects")
         objects: SyncObjects = self._objects
         return objects
 
