@@ -140,23 +140,12 @@ async def test_writes_under_a_lease_should_be_fenced_and_settle_the_key(
         cached = await client.cache.get("configmaps", ns, "owner")
         assert cached is not None and cached["data"] == {"n": "0"}, "the refused writes were not made"
 
-        # A reconcile writes a child owned by its object, and a change to the object itself.
-        children: list[dict[str, Any]] = []
-        stop = asyncio.Event()
-
-        async def reconcile(req: Request) -> None:
-            child = config_map(req.namespace, f"{req.name}-child")
-            child["metadata"]["ownerReferences"] = [req.controller_ref()]
-            children.append((await req.objects.apply(child)).data)
-            await req.objects.patch(owner, {"data": {"n": "9"}})
-            stop.set()
-
+        # Under a current lease: made, and the key settles when the lease ends.
         await q.add(f"{ns}/owner")
-        await asyncio.wait_for(q.run(reconcile, include_object=True, stop=stop), 30)
-        [child] = children
-        [ref] = child["metadata"]["ownerReferences"]
-        assert (ref["kind"], ref["name"], ref["controller"], ref["blockOwnerDeletion"]) == ("ConfigMap", "owner", True, True)
-
+        [lease] = await q.get(wait=30)
+        current = Request.from_lease("configmaps", lease, client.objects)
+        written = await current.objects.patch(owner, {"data": {"n": "9"}})
+        await client.done("configmaps", lease.key, lease.token)
         first = await q.key_state(f"{ns}/owner")
         # The watch may have delivered the write already: then the key is queued
         # again at once (its own write's event made it dirty).
@@ -169,4 +158,19 @@ async def test_writes_under_a_lease_should_be_fenced_and_settle_the_key(
 
         await eventually(queued, timeout=15)
         after = await client.cache.get("configmaps", ns, "owner")
-        assert after is not None and after["data"] == {"n": "9"}
+        assert after is not None and after["data"] == {"n": "9"}, written.resource_version
+
+        # A reconcile writes a child owned by its object, under its lease.
+        children: list[dict[str, Any]] = []
+        stop = asyncio.Event()
+
+        async def reconcile(req: Request) -> None:
+            child = config_map(req.namespace, f"{req.name}-child")
+            child["metadata"]["ownerReferences"] = [req.controller_ref()]
+            children.append((await req.objects.apply(child)).data)
+            stop.set()
+
+        await asyncio.wait_for(q.run(reconcile, include_object=True, stop=stop), 30)
+        [child] = children
+        [ref] = child["metadata"]["ownerReferences"]
+        assert (ref["kind"], ref["name"], ref["controller"], ref["blockOwnerDeletion"]) == ("ConfigMap", "owner", True, True)
