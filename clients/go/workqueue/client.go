@@ -28,11 +28,12 @@ const maxMessageBytes = 16 << 20
 // Client is a connection to one sidecar. It is safe for concurrent use; make
 // one per process and share it.
 type Client struct {
-	conn   *grpc.ClientConn
-	queue  workqueuev1.WorkQueueServiceClient
-	cache  workqueuev1.CacheServiceClient
-	logger *slog.Logger
-	worker string
+	conn    *grpc.ClientConn
+	queue   workqueuev1.WorkQueueServiceClient
+	cache   workqueuev1.CacheServiceClient
+	objects workqueuev1.ObjectServiceClient
+	logger  *slog.Logger
+	worker  string
 }
 
 // DialOption configures [Dial].
@@ -120,11 +121,12 @@ func Dial(ctx context.Context, target string, opts ...DialOption) (*Client, erro
 		return nil, fmt.Errorf("workqueue: dial %s: %w", target, err)
 	}
 	return &Client{
-		conn:   conn,
-		queue:  workqueuev1.NewWorkQueueServiceClient(conn),
-		cache:  workqueuev1.NewCacheServiceClient(conn),
-		logger: cfg.logger,
-		worker: cfg.worker,
+		conn:    conn,
+		queue:   workqueuev1.NewWorkQueueServiceClient(conn),
+		cache:   workqueuev1.NewCacheServiceClient(conn),
+		objects: workqueuev1.NewObjectServiceClient(conn),
+		logger:  cfg.logger,
+		worker:  cfg.worker,
 	}, nil
 }
 

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -24,8 +27,32 @@ var (
 
 	// ErrStaleLease: the lease's token is no longer current (the lease
 	// ended, expired or was handed to someone else); nothing changed
-	// (FAILED_PRECONDITION).
+	// (FAILED_PRECONDITION). A write made under such a lease was not made.
 	ErrStaleLease = errors.New("stale lease")
+
+	// ErrNoKubernetes: a write asked of a sidecar that runs without
+	// Kubernetes (its config names no informers), which cannot write
+	// objects (FAILED_PRECONDITION from the object service).
+	ErrNoKubernetes = errors.New("sidecar runs without Kubernetes")
+
+	// ErrUnknownKind: the API server does not serve the write's apiVersion
+	// and kind; is its CRD installed? (NOT_FOUND from the object service
+	// without the API server's details.)
+	ErrUnknownKind = errors.New("unknown kind")
+
+	// ErrConflict: the API server refused a write as conflicting (ABORTED,
+	// HTTP 409): a stale resourceVersion, a failed UID or resourceVersion
+	// precondition, fields another manager owns, an object that already
+	// exists ([ErrAlreadyExists] matches too). Read again and retry.
+	ErrConflict = errors.New("conflict")
+
+	// ErrAlreadyExists: a create found an object of that name (ABORTED,
+	// reason AlreadyExists); it also matches [ErrConflict].
+	ErrAlreadyExists = errors.New("already exists")
+
+	// ErrForbidden: the sidecar's credentials may not make this write
+	// (PERMISSION_DENIED, HTTP 403): grant its service account the verb.
+	ErrForbidden = errors.New("forbidden")
 
 	// ErrUnavailable: the queue is shutting down, this sidecar is not the
 	// leader, an informer has not synced yet, or the sidecar cannot be
@@ -33,16 +60,19 @@ var (
 	ErrUnavailable = errors.New("sidecar unavailable")
 
 	// ErrInvalidArgument: an empty or oversized key, a negative delay, a
-	// malformed selector (INVALID_ARGUMENT).
+	// malformed selector; a write's malformed object or patch, or one the API
+	// server found invalid (INVALID_ARGUMENT; HTTP 400 and 422, whose causes
+	// are in [APIError.Causes]).
 	ErrInvalidArgument = errors.New("invalid argument")
 
 	// ErrOverLimit: a batch over the server's limit, or a queue full at its
 	// max_keys (RESOURCE_EXHAUSTED).
 	ErrOverLimit = errors.New("over a sidecar limit")
 
-	// ErrNotFound: the object is not in the informer's cache. Not a gRPC
-	// code: the cache answers such a read with an empty response.
-	ErrNotFound = errors.New("object not found in the cache")
+	// ErrNotFound: the object does not exist: a cache read found it not in
+	// the informer's cache (the cache answers that with an empty response),
+	// or the API server answered a write with 404 (NOT_FOUND).
+	ErrNotFound = errors.New("object not found")
 
 	// ErrNoKey: [Queue.Get] found no ready key within its wait.
 	ErrNoKey = errors.New("no key became ready")
@@ -63,12 +93,70 @@ var (
 	ErrCancelled = errors.New("sidecar asked to stop")
 )
 
-// rpcError is a failed call: the operation, the sentinel for its code and
-// the gRPC status.
+// APIError is the API server's own account of a refused write, from the
+// details of the sidecar's status. Get it with [errors.As]:
+//
+//	var apiErr *workqueue.APIError
+//	if errors.As(err, &apiErr) {
+//		for _, c := range apiErr.Causes { ... c.Field, c.Message ... }
+//	}
+type APIError struct {
+	// Reason is the API server's reason: "Conflict", "AlreadyExists",
+	// "Invalid", "NotFound", "Forbidden", ...
+	Reason string
+	// HTTPStatus is the API server's HTTP status code, e.g. 409 or 422.
+	HTTPStatus int
+	// Causes are the fields an Invalid (422) object was refused for, one
+	// each; empty otherwise.
+	Causes []Cause
+}
+
+// Cause is one field the API server refused, and why.
+type Cause struct {
+	Field   string // e.g. "metadata.name"
+	Message string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("API server: %s (HTTP %d)", e.Reason, e.HTTPStatus)
+}
+
+// kubernetesErrorDomain is the ErrorInfo domain of the API server's
+// refusals, as the sidecar sends them.
+const kubernetesErrorDomain = "k8s.io"
+
+func apiErrorFrom(st *status.Status) *APIError {
+	var out *APIError
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *errdetails.ErrorInfo:
+			if d.GetDomain() != kubernetesErrorDomain {
+				continue
+			}
+			if out == nil {
+				out = &APIError{}
+			}
+			out.Reason = d.GetReason()
+			out.HTTPStatus, _ = strconv.Atoi(d.GetMetadata()["http_status"])
+		case *errdetails.BadRequest:
+			if out == nil {
+				out = &APIError{}
+			}
+			for _, v := range d.GetFieldViolations() {
+				out.Causes = append(out.Causes, Cause{Field: v.GetField(), Message: v.GetDescription()})
+			}
+		}
+	}
+	return out
+}
+
+// rpcError is a failed call: the operation, the sentinels for its code and
+// the gRPC status, and for a write the API server's details.
 type rpcError struct {
-	op       string
-	sentinel error
-	status   *status.Status
+	op        string
+	sentinels []error
+	status    *status.Status
+	api       *APIError
 }
 
 func (e *rpcError) Error() string {
@@ -76,14 +164,21 @@ func (e *rpcError) Error() string {
 	if msg == "" {
 		msg = e.status.Code().String()
 	}
-	if e.sentinel == nil {
+	if len(e.sentinels) == 0 {
 		return fmt.Sprintf("workqueue: %s: %s: %s", e.op, e.status.Code(), msg)
 	}
-	return fmt.Sprintf("workqueue: %s: %v: %s", e.op, e.sentinel, msg)
+	return fmt.Sprintf("workqueue: %s: %v: %s", e.op, e.sentinels[0], msg)
 }
 
-// Unwrap exposes the sentinel, so errors.Is(err, ErrStaleLease) works.
-func (e *rpcError) Unwrap() error { return e.sentinel }
+// Unwrap exposes the sentinels and the API server's details, so
+// errors.Is(err, ErrStaleLease) and errors.As(err, &apiErr) work.
+func (e *rpcError) Unwrap() []error {
+	out := append([]error(nil), e.sentinels...)
+	if e.api != nil {
+		out = append(out, e.api)
+	}
+	return out
+}
 
 // GRPCStatus lets [status.FromError] and [status.Code] see the status.
 func (e *rpcError) GRPCStatus() *status.Status { return e.status }
@@ -95,6 +190,7 @@ type service int
 const (
 	queueService service = iota
 	cacheService
+	objectService
 )
 
 // wrap turns an error from a generated stub into an *rpcError naming op.
@@ -107,7 +203,41 @@ func wrap(svc service, op string, err error) error {
 	if !ok {
 		return fmt.Errorf("workqueue: %s: %w", op, err)
 	}
-	return &rpcError{op: op, sentinel: sentinelFor(svc, st.Code()), status: st}
+	e := &rpcError{op: op, status: st}
+	if svc == objectService {
+		e.api = apiErrorFrom(st)
+	}
+	e.sentinels = sentinelsFor(svc, st, e.api)
+	return e
+}
+
+func sentinelsFor(svc service, st *status.Status, api *APIError) []error {
+	if svc == objectService {
+		switch st.Code() {
+		case codes.NotFound:
+			if api == nil {
+				return []error{ErrUnknownKind}
+			}
+			return []error{ErrNotFound}
+		case codes.FailedPrecondition:
+			// The same code answers a write asked of a sidecar without
+			// Kubernetes and a write under a lease that ended; only the
+			// message tells them apart.
+			if strings.Contains(st.Message(), "without Kubernetes") {
+				return []error{ErrNoKubernetes}
+			}
+			return []error{ErrStaleLease}
+		case codes.Aborted:
+			if api != nil && api.Reason == "AlreadyExists" {
+				return []error{ErrAlreadyExists, ErrConflict}
+			}
+			return []error{ErrConflict}
+		}
+	}
+	if sentinel := sentinelFor(svc, st.Code()); sentinel != nil {
+		return []error{sentinel}
+	}
+	return nil
 }
 
 func sentinelFor(svc service, code codes.Code) error {
@@ -117,6 +247,10 @@ func sentinelFor(svc service, code codes.Code) error {
 			return ErrUnknownInformer
 		}
 		return ErrUnknownQueue
+	case codes.Aborted:
+		return ErrConflict
+	case codes.PermissionDenied:
+		return ErrForbidden
 	case codes.FailedPrecondition:
 		return ErrStaleLease
 	case codes.Unavailable:

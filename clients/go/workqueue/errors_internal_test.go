@@ -5,9 +5,76 @@ import (
 	"errors"
 	"testing"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
+
+// refusal is a status as the sidecar sends an API server's refusal.
+func refusal(t *testing.T, code codes.Code, reason, httpStatus string, causes ...*errdetails.BadRequest_FieldViolation) error {
+	t.Helper()
+	st, err := status.New(code, reason+" says the API server").WithDetails(
+		&errdetails.ErrorInfo{Reason: reason, Domain: "k8s.io", Metadata: map[string]string{"http_status": httpStatus}},
+		&errdetails.BadRequest{FieldViolations: causes},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Err()
+}
+
+func TestObjectServiceErrorsMatchTheirSentinels(t *testing.T) {
+	cases := []struct {
+		name string
+		err  error
+		is   []error
+		not  []error
+	}{
+		{"conflict", refusal(t, codes.Aborted, "Conflict", "409"), []error{ErrConflict}, []error{ErrAlreadyExists}},
+		{"already exists", refusal(t, codes.Aborted, "AlreadyExists", "409"), []error{ErrConflict, ErrAlreadyExists}, nil},
+		{"not found", refusal(t, codes.NotFound, "NotFound", "404"), []error{ErrNotFound}, []error{ErrUnknownKind, ErrUnknownQueue}},
+		{"unknown kind", status.Error(codes.NotFound, "no kind Foo in example.com/v1: is its CRD installed?"), []error{ErrUnknownKind}, []error{ErrNotFound}},
+		{"forbidden", refusal(t, codes.PermissionDenied, "Forbidden", "403"), []error{ErrForbidden}, nil},
+		{"invalid", refusal(t, codes.InvalidArgument, "Invalid", "422"), []error{ErrInvalidArgument}, nil},
+		{"stale lease", status.Error(codes.FailedPrecondition, "stale lease token 7"), []error{ErrStaleLease}, []error{ErrNoKubernetes}},
+		{"no kubernetes", status.Error(codes.FailedPrecondition, "this sidecar runs without Kubernetes (its config names no informers), so it cannot write objects"), []error{ErrNoKubernetes}, []error{ErrStaleLease}},
+		{"unavailable", refusal(t, codes.Unavailable, "ServiceUnavailable", "503"), []error{ErrUnavailable}, nil},
+	}
+	for _, c := range cases {
+		err := wrap(objectService, "apply ConfigMap default/a", c.err)
+		for _, want := range c.is {
+			if !errors.Is(err, want) {
+				t.Errorf("%s: %v is not %v", c.name, err, want)
+			}
+		}
+		for _, unwanted := range c.not {
+			if errors.Is(err, unwanted) {
+				t.Errorf("%s: %v is %v", c.name, err, unwanted)
+			}
+		}
+		if status.Code(err) != status.Code(c.err) {
+			t.Errorf("%s: code %s; want %s", c.name, status.Code(err), status.Code(c.err))
+		}
+	}
+}
+
+func TestInvalidWritesCarryTheAPIServersCauses(t *testing.T) {
+	err := wrap(objectService, "apply", refusal(t, codes.InvalidArgument, "Invalid", "422",
+		&errdetails.BadRequest_FieldViolation{Field: "metadata.name", Description: "a lowercase RFC 1123 subdomain must consist of ..."},
+		&errdetails.BadRequest_FieldViolation{Field: "data", Description: "Too long"},
+	))
+	var apiErr *APIError
+	if !errors.As(err, &apiErr) {
+		t.Fatalf("%v carries no APIError", err)
+	}
+	if apiErr.Reason != "Invalid" || apiErr.HTTPStatus != 422 || len(apiErr.Causes) != 2 ||
+		apiErr.Causes[0].Field != "metadata.name" || apiErr.Causes[1] != (Cause{Field: "data", Message: "Too long"}) {
+		t.Errorf("APIError = %+v", apiErr)
+	}
+	if errors.As(wrap(queueService, "add", status.Error(codes.InvalidArgument, "empty key")), &apiErr) {
+		t.Error("a queue error carries an APIError")
+	}
+}
 
 func TestEachStatusCodeMapsToItsSentinel(t *testing.T) {
 	cases := []struct {
@@ -24,6 +91,9 @@ func TestEachStatusCodeMapsToItsSentinel(t *testing.T) {
 		{queueService, codes.ResourceExhausted, ErrOverLimit},
 		{cacheService, codes.Unimplemented, errors.ErrUnsupported},
 		{cacheService, codes.DeadlineExceeded, context.DeadlineExceeded},
+		{objectService, codes.Aborted, ErrConflict},
+		{objectService, codes.PermissionDenied, ErrForbidden},
+		{objectService, codes.Unavailable, ErrUnavailable},
 	}
 	for _, c := range cases {
 		err := wrap(c.svc, "op", status.Error(c.code, "why"))

@@ -51,7 +51,7 @@ func (q *Queue) Get(ctx context.Context, wait time.Duration, opts ...WorkOption)
 	}
 	l := resp.GetLeases()[0]
 	return &Lease{
-		Request:  requestFromLease(l),
+		Request:  requestFromLease(q, l),
 		Token:    l.GetToken(),
 		Deadline: received.Add(l.GetTtl().AsDuration()),
 		queue:    q,

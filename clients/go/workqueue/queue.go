@@ -116,6 +116,9 @@ type Counts struct {
 	Waiting int // waiting for a delay or backoff
 	Held    int // held by workers under a lease
 	Dirty   int // held, and added again meanwhile
+	// Settling counts keys whose lease ended after writes made under it,
+	// not handed out until the sidecar's caches have seen them.
+	Settling int
 	// ReadyByPriority breaks Ready down, highest priority first.
 	ReadyByPriority []PriorityCount
 }
@@ -133,10 +136,11 @@ func (q *Queue) Len(ctx context.Context) (Counts, error) {
 		return Counts{}, wrap(queueService, q.op("len of"), err)
 	}
 	counts := Counts{
-		Ready:   int(resp.GetReady()),
-		Waiting: int(resp.GetWaiting()),
-		Held:    int(resp.GetHeld()),
-		Dirty:   int(resp.GetDirty()),
+		Ready:    int(resp.GetReady()),
+		Waiting:  int(resp.GetWaiting()),
+		Held:     int(resp.GetHeld()),
+		Dirty:    int(resp.GetDirty()),
+		Settling: int(resp.GetSettling()),
 	}
 	for _, p := range resp.GetReadyByPriority() {
 		counts.ReadyByPriority = append(counts.ReadyByPriority, PriorityCount{Priority: p.GetPriority(), Count: int(p.GetCount())})
@@ -153,9 +157,13 @@ const (
 	KeyQueued  KeyState = KeyState(workqueuev1.KeyState_KEY_STATE_QUEUED)
 	KeyWaiting KeyState = KeyState(workqueuev1.KeyState_KEY_STATE_WAITING)
 	KeyHeld    KeyState = KeyState(workqueuev1.KeyState_KEY_STATE_HELD)
+	// KeySettling: the key's last lease ended after writes made under it
+	// ([Request.Objects]); it is not handed out again until the sidecar's
+	// caches have seen them, or until SettlingUntil.
+	KeySettling KeyState = KeyState(workqueuev1.KeyState_KEY_STATE_SETTLING)
 )
 
-// String is "absent", "queued", "waiting" or "held".
+// String is "absent", "queued", "waiting", "held" or "settling".
 func (s KeyState) String() string {
 	switch s {
 	case KeyAbsent:
@@ -166,6 +174,8 @@ func (s KeyState) String() string {
 		return "waiting"
 	case KeyHeld:
 		return "held"
+	case KeySettling:
+		return "settling"
 	default:
 		return fmt.Sprintf("KeyState(%d)", int(s))
 	}
@@ -186,8 +196,12 @@ type KeyStatus struct {
 	// HeldUntil is a held key's lease deadline, and Holder its worker.
 	HeldUntil time.Time
 	Holder    string
-	// Dirty: the held key was added again and is queued when the lease ends.
+	// Dirty: the held (or settling) key was added again and is queued when
+	// the lease ends (or it has settled).
 	Dirty bool
+	// SettlingUntil is the latest a settling key waits for the caches to see
+	// its writes; it is queued (or forgotten) then at the latest.
+	SettlingUntil time.Time
 }
 
 // Has reports whether the key is queued (or held) for the given reason.
@@ -218,6 +232,9 @@ func (q *Queue) KeyState(ctx context.Context, key string) (KeyStatus, error) {
 	}
 	if ts := resp.GetHeldUntil(); ts != nil {
 		st.HeldUntil = ts.AsTime()
+	}
+	if ts := resp.GetSettlingUntil(); ts != nil {
+		st.SettlingUntil = ts.AsTime()
 	}
 	return st, nil
 }

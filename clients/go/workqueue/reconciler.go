@@ -45,6 +45,10 @@ type Request struct {
 	// Key is "namespace/name", or "name" for a cluster-scoped object.
 	Key string
 
+	// Namespace and Name are the key split at its first "/" (see
+	// [SplitKey]); Namespace is empty for a cluster-scoped object.
+	Namespace, Name string
+
 	// Priority is the key's priority when it was handed out.
 	Priority int32
 
@@ -65,6 +69,47 @@ type Request struct {
 	// when the worker runs with [WithObject] and the queue has one; nil
 	// otherwise.
 	Object *Object
+
+	// Deleting: the key's object (from the queue's primary informer) is
+	// being deleted: it has a deletionTimestamp and finalizers hold it.
+	// Clean up, then let the finalizer go.
+	Deleting bool
+
+	// DeletionTimestamp is the object's metadata.deletionTimestamp when
+	// Deleting; zero otherwise.
+	DeletionTimestamp time.Time
+
+	// lease names the lease this request came with, for writes made under
+	// it ([Request.Objects]); nil for a Request built by hand.
+	lease *requestLease
+}
+
+// requestLease is where a Request came from: the client and queue that
+// leased it, and the lease's token.
+type requestLease struct {
+	client *Client
+	queue  string
+	token  uint64
+}
+
+// Objects writes objects under this request's lease: each write names the
+// lease, so the sidecar makes it only while the lease is current
+// ([ErrStaleLease] once it has ended: another worker may hold the key) and
+// the key is not handed out again until the sidecar's caches have seen the
+// write, so the next reconcile reads it back. This is the way to write from
+// a reconcile.
+func (r Request) Objects() *Objects {
+	if r.lease == nil {
+		return &Objects{}
+	}
+	return &Objects{client: r.lease.client, lease: r.leaseRef()}
+}
+
+func (r Request) leaseRef() *workqueuev1.LeaseRef {
+	if r.lease == nil {
+		return nil
+	}
+	return &workqueuev1.LeaseRef{Queue: r.lease.queue, Key: r.Key, Token: r.lease.token}
 }
 
 // Has reports whether the key was queued for the given reason.
@@ -165,9 +210,14 @@ func reasonsFromProto(in []*workqueuev1.Reason) []Reason {
 	return out
 }
 
-func requestFromLease(l *workqueuev1.Lease) Request {
+func requestFromLease(q *Queue, l *workqueuev1.Lease) Request {
+	namespace, name := SplitKey(l.GetKey())
 	req := Request{
 		Key:       l.GetKey(),
+		Namespace: namespace,
+		Name:      name,
+		Deleting:  l.GetDeleting(),
+		lease:     &requestLease{client: q.client, queue: q.name, token: l.GetToken()},
 		Priority:  l.GetPriority(),
 		Failures:  int(l.GetFailures()),
 		LastError: l.GetLastError(),
@@ -176,6 +226,9 @@ func requestFromLease(l *workqueuev1.Lease) Request {
 	}
 	if l.GetEnqueuedAt() != nil {
 		req.EnqueuedAt = l.GetEnqueuedAt().AsTime()
+	}
+	if l.GetDeletionTimestamp() != nil {
+		req.DeletionTimestamp = l.GetDeletionTimestamp().AsTime()
 	}
 	return req
 }

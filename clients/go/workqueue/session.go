@@ -248,7 +248,7 @@ func (s *session) onLease(l *workqueuev1.Lease) {
 	s.leases[h.token] = h
 	s.running.Add(1)
 	s.mu.Unlock()
-	go s.work(h, requestFromLease(l))
+	go s.work(h, requestFromLease(s.w.queue, l))
 }
 
 func (s *session) lookup(token uint64) *held {

@@ -193,6 +193,71 @@ func (x *ResourceType) GetKind() string {
 	return ""
 }
 
+// LeaseRef names the lease a write is made under: the queue, the key and the
+// lease's token, as the worker got them in its Lease.
+type LeaseRef struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The queue's name. Required.
+	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// The leased key. Required.
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// The lease's fencing token. Required (non-zero).
+	Token         uint64 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseRef) Reset() {
+	*x = LeaseRef{}
+	mi := &file_workqueue_v1_object_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseRef) ProtoMessage() {}
+
+func (x *LeaseRef) ProtoReflect() protoreflect.Message {
+	mi := &file_workqueue_v1_object_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseRef.ProtoReflect.Descriptor instead.
+func (*LeaseRef) Descriptor() ([]byte, []int) {
+	return file_workqueue_v1_object_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *LeaseRef) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *LeaseRef) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *LeaseRef) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
 // WrittenObject is an object as the API server returned it after a write.
 type WrittenObject struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -209,7 +274,7 @@ type WrittenObject struct {
 
 func (x *WrittenObject) Reset() {
 	*x = WrittenObject{}
-	mi := &file_workqueue_v1_object_proto_msgTypes[1]
+	mi := &file_workqueue_v1_object_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -221,7 +286,7 @@ func (x *WrittenObject) String() string {
 func (*WrittenObject) ProtoMessage() {}
 
 func (x *WrittenObject) ProtoReflect() protoreflect.Message {
-	mi := &file_workqueue_v1_object_proto_msgTypes[1]
+	mi := &file_workqueue_v1_object_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -234,7 +299,7 @@ func (x *WrittenObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WrittenObject.ProtoReflect.Descriptor instead.
 func (*WrittenObject) Descriptor() ([]byte, []int) {
-	return file_workqueue_v1_object_proto_rawDescGZIP(), []int{1}
+	return file_workqueue_v1_object_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *WrittenObject) GetJson() []byte {
@@ -274,14 +339,18 @@ type ApplyObjectRequest struct {
 	// (its config's field_manager, "workqueue-sidecar" by default).
 	FieldManager string `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
 	// Take fields another manager owns instead of failing with a conflict.
-	Force         bool `protobuf:"varint,6,opt,name=force,proto3" json:"force,omitempty"`
+	Force bool `protobuf:"varint,6,opt,name=force,proto3" json:"force,omitempty"`
+	// The lease this write is made under, if any: the write is made only
+	// while the lease is current, and the key's next lease waits until the
+	// caches have seen the write (see the service comment).
+	Lease         *LeaseRef `protobuf:"bytes,7,opt,name=lease,proto3" json:"lease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ApplyObjectRequest) Reset() {
 	*x = ApplyObjectRequest{}
-	mi := &file_workqueue_v1_object_proto_msgTypes[2]
+	mi := &file_workqueue_v1_object_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -293,7 +362,7 @@ func (x *ApplyObjectRequest) String() string {
 func (*ApplyObjectRequest) ProtoMessage() {}
 
 func (x *ApplyObjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_workqueue_v1_object_proto_msgTypes[2]
+	mi := &file_workqueue_v1_object_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -306,7 +375,7 @@ func (x *ApplyObjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyObjectRequest.ProtoReflect.Descriptor instead.
 func (*ApplyObjectRequest) Descriptor() ([]byte, []int) {
-	return file_workqueue_v1_object_proto_rawDescGZIP(), []int{2}
+	return file_workqueue_v1_object_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ApplyObjectRequest) GetType() *ResourceType {
@@ -351,6 +420,13 @@ func (x *ApplyObjectRequest) GetForce() bool {
 	return false
 }
 
+func (x *ApplyObjectRequest) GetLease() *LeaseRef {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
 // ApplyObjectResponse carries the applied object.
 type ApplyObjectResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -362,7 +438,7 @@ type ApplyObjectResponse struct {
 
 func (x *ApplyObjectResponse) Reset() {
 	*x = ApplyObjectResponse{}
-	mi := &file_workqueue_v1_object_proto_msgTypes[3]
+	mi := &file_workqueue_v1_object_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -374,7 +450,7 @@ func (x *ApplyObjectResponse) String() string {
 func (*ApplyObjectResponse) ProtoMessage() {}
 
 func (x *ApplyObjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_workqueue_v1_object_proto_msgTypes[3]
+	mi := &file_workqueue_v1_object_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -387,7 +463,7 @@ func (x *ApplyObjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyObjectResponse.ProtoReflect.Descriptor instead.
 func (*ApplyObjectResponse) Descriptor() ([]byte, []int) {
-	return file_workqueue_v1_object_proto_rawDescGZIP(), []int{3}
+	return file_workqueue_v1_object_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ApplyObjectResponse) GetObject() *WrittenObject {
@@ -413,14 +489,18 @@ type PatchObjectRequest struct {
 	// Patch the status subresource instead of the object.
 	Status bool `protobuf:"varint,6,opt,name=status,proto3" json:"status,omitempty"`
 	// The field manager recorded for the change; empty uses the sidecar's.
-	FieldManager  string `protobuf:"bytes,7,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	FieldManager string `protobuf:"bytes,7,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	// The lease this write is made under, if any: the write is made only
+	// while the lease is current, and the key's next lease waits until the
+	// caches have seen the write (see the service comment).
+	Lease         *LeaseRef `protobuf:"bytes,8,opt,name=lease,proto3" json:"lease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PatchObjectRequest) Reset() {
 	*x = PatchObjectRequest{}
-	mi := &file_workqueue_v1_object_proto_msgTypes[4]
+	mi := &file_workqueue_v1_object_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -432,7 +512,7 @@ func (x *PatchObjectRequest) String() string {
 func (*PatchObjectRequest) ProtoMessage() {}
 
 func (x *PatchObjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_workqueue_v1_object_proto_msgTypes[4]
+	mi := &file_workqueue_v1_object_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -445,7 +525,7 @@ func (x *PatchObjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchObjectRequest.ProtoReflect.Descriptor instead.
 func (*PatchObjectRequest) Descriptor() ([]byte, []int) {
-	return file_workqueue_v1_object_proto_rawDescGZIP(), []int{4}
+	return file_workqueue_v1_object_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PatchObjectRequest) GetType() *ResourceType {
@@ -497,6 +577,13 @@ func (x *PatchObjectRequest) GetFieldManager() string {
 	return ""
 }
 
+func (x *PatchObjectRequest) GetLease() *LeaseRef {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
 // PatchObjectResponse carries the patched object.
 type PatchObjectResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -508,7 +595,7 @@ type PatchObjectResponse struct {
 
 func (x *PatchObjectResponse) Reset() {
 	*x = PatchObjectResponse{}
-	mi := &file_workqueue_v1_object_proto_msgTypes[5]
+	mi := &file_workqueue_v1_object_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -520,7 +607,7 @@ func (x *PatchObjectResponse) String() string {
 func (*PatchObjectResponse) ProtoMessage() {}
 
 func (x *PatchObjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_workqueue_v1_object_proto_msgTypes[5]
+	mi := &file_workqueue_v1_object_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -533,7 +620,7 @@ func (x *PatchObjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchObjectResponse.ProtoReflect.Descriptor instead.
 func (*PatchObjectResponse) Descriptor() ([]byte, []int) {
-	return file_workqueue_v1_object_proto_rawDescGZIP(), []int{5}
+	return file_workqueue_v1_object_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PatchObjectResponse) GetObject() *WrittenObject {
@@ -554,14 +641,18 @@ type CreateObjectRequest struct {
 	// a generateName). Required.
 	Json []byte `protobuf:"bytes,3,opt,name=json,proto3" json:"json,omitempty"`
 	// The field manager recorded for the object; empty uses the sidecar's.
-	FieldManager  string `protobuf:"bytes,4,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	FieldManager string `protobuf:"bytes,4,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	// The lease this write is made under, if any: the write is made only
+	// while the lease is current, and the key's next lease waits until the
+	// caches have seen the write (see the service comment).
+	Lease         *LeaseRef `protobuf:"bytes,5,opt,name=lease,proto3" json:"lease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateObjectRequest) Reset() {
 	*x = CreateObjectRequest{}
-	mi := &file_workqueue_v1_object_proto_msgTypes[6]
+	mi := &file_workqueue_v1_object_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -573,7 +664,7 @@ func (x *CreateObjectRequest) String() string {
 func (*CreateObjectRequest) ProtoMessage() {}
 
 func (x *CreateObjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_workqueue_v1_object_proto_msgTypes[6]
+	mi := &file_workqueue_v1_object_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -586,7 +677,7 @@ func (x *CreateObjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateObjectRequest.ProtoReflect.Descriptor instead.
 func (*CreateObjectRequest) Descriptor() ([]byte, []int) {
-	return file_workqueue_v1_object_proto_rawDescGZIP(), []int{6}
+	return file_workqueue_v1_object_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateObjectRequest) GetType() *ResourceType {
@@ -617,6 +708,13 @@ func (x *CreateObjectRequest) GetFieldManager() string {
 	return ""
 }
 
+func (x *CreateObjectRequest) GetLease() *LeaseRef {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
 // CreateObjectResponse carries the created object.
 type CreateObjectResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -628,7 +726,7 @@ type CreateObjectResponse struct {
 
 func (x *CreateObjectResponse) Reset() {
 	*x = CreateObjectResponse{}
-	mi := &file_workqueue_v1_object_proto_msgTypes[7]
+	mi := &file_workqueue_v1_object_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -640,7 +738,7 @@ func (x *CreateObjectResponse) String() string {
 func (*CreateObjectResponse) ProtoMessage() {}
 
 func (x *CreateObjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_workqueue_v1_object_proto_msgTypes[7]
+	mi := &file_workqueue_v1_object_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -653,7 +751,7 @@ func (x *CreateObjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateObjectResponse.ProtoReflect.Descriptor instead.
 func (*CreateObjectResponse) Descriptor() ([]byte, []int) {
-	return file_workqueue_v1_object_proto_rawDescGZIP(), []int{7}
+	return file_workqueue_v1_object_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateObjectResponse) GetObject() *WrittenObject {
@@ -679,14 +777,18 @@ type DeleteObjectRequest struct {
 	// otherwise. Empty: any version.
 	PreconditionResourceVersion string `protobuf:"bytes,5,opt,name=precondition_resource_version,json=preconditionResourceVersion,proto3" json:"precondition_resource_version,omitempty"`
 	// What happens to the objects it owns.
-	Propagation   Propagation `protobuf:"varint,6,opt,name=propagation,proto3,enum=workqueue.v1.Propagation" json:"propagation,omitempty"`
+	Propagation Propagation `protobuf:"varint,6,opt,name=propagation,proto3,enum=workqueue.v1.Propagation" json:"propagation,omitempty"`
+	// The lease this write is made under, if any: the write is made only
+	// while the lease is current, and the key's next lease waits until the
+	// caches have seen the write (see the service comment).
+	Lease         *LeaseRef `protobuf:"bytes,7,opt,name=lease,proto3" json:"lease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeleteObjectRequest) Reset() {
 	*x = DeleteObjectRequest{}
-	mi := &file_workqueue_v1_object_proto_msgTypes[8]
+	mi := &file_workqueue_v1_object_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -698,7 +800,7 @@ func (x *DeleteObjectRequest) String() string {
 func (*DeleteObjectRequest) ProtoMessage() {}
 
 func (x *DeleteObjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_workqueue_v1_object_proto_msgTypes[8]
+	mi := &file_workqueue_v1_object_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -711,7 +813,7 @@ func (x *DeleteObjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteObjectRequest.ProtoReflect.Descriptor instead.
 func (*DeleteObjectRequest) Descriptor() ([]byte, []int) {
-	return file_workqueue_v1_object_proto_rawDescGZIP(), []int{8}
+	return file_workqueue_v1_object_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeleteObjectRequest) GetType() *ResourceType {
@@ -756,6 +858,13 @@ func (x *DeleteObjectRequest) GetPropagation() Propagation {
 	return Propagation_PROPAGATION_UNSPECIFIED
 }
 
+func (x *DeleteObjectRequest) GetLease() *LeaseRef {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
 // DeleteObjectResponse says whether the object is gone.
 type DeleteObjectResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -771,7 +880,7 @@ type DeleteObjectResponse struct {
 
 func (x *DeleteObjectResponse) Reset() {
 	*x = DeleteObjectResponse{}
-	mi := &file_workqueue_v1_object_proto_msgTypes[9]
+	mi := &file_workqueue_v1_object_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -783,7 +892,7 @@ func (x *DeleteObjectResponse) String() string {
 func (*DeleteObjectResponse) ProtoMessage() {}
 
 func (x *DeleteObjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_workqueue_v1_object_proto_msgTypes[9]
+	mi := &file_workqueue_v1_object_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -796,7 +905,7 @@ func (x *DeleteObjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteObjectResponse.ProtoReflect.Descriptor instead.
 func (*DeleteObjectResponse) Descriptor() ([]byte, []int) {
-	return file_workqueue_v1_object_proto_rawDescGZIP(), []int{9}
+	return file_workqueue_v1_object_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteObjectResponse) GetGone() bool {
@@ -821,20 +930,25 @@ const file_workqueue_v1_object_proto_rawDesc = "" +
 	"\fResourceType\x12\x1f\n" +
 	"\vapi_version\x18\x01 \x01(\tR\n" +
 	"apiVersion\x12\x12\n" +
-	"\x04kind\x18\x02 \x01(\tR\x04kind\"`\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\"H\n" +
+	"\bLeaseRef\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\"`\n" +
 	"\rWrittenObject\x12\x12\n" +
 	"\x04json\x18\x01 \x01(\fR\x04json\x12)\n" +
 	"\x10resource_version\x18\x02 \x01(\tR\x0fresourceVersion\x12\x10\n" +
-	"\x03uid\x18\x03 \x01(\tR\x03uid\"\xc5\x01\n" +
+	"\x03uid\x18\x03 \x01(\tR\x03uid\"\xf3\x01\n" +
 	"\x12ApplyObjectRequest\x12.\n" +
 	"\x04type\x18\x01 \x01(\v2\x1a.workqueue.v1.ResourceTypeR\x04type\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x12\n" +
 	"\x04json\x18\x04 \x01(\fR\x04json\x12#\n" +
 	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\x12\x14\n" +
-	"\x05force\x18\x06 \x01(\bR\x05force\"J\n" +
+	"\x05force\x18\x06 \x01(\bR\x05force\x12,\n" +
+	"\x05lease\x18\a \x01(\v2\x16.workqueue.v1.LeaseRefR\x05lease\"J\n" +
 	"\x13ApplyObjectResponse\x123\n" +
-	"\x06object\x18\x01 \x01(\v2\x1b.workqueue.v1.WrittenObjectR\x06object\"\x81\x02\n" +
+	"\x06object\x18\x01 \x01(\v2\x1b.workqueue.v1.WrittenObjectR\x06object\"\xaf\x02\n" +
 	"\x12PatchObjectRequest\x12.\n" +
 	"\x04type\x18\x01 \x01(\v2\x1a.workqueue.v1.ResourceTypeR\x04type\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -843,23 +957,26 @@ const file_workqueue_v1_object_proto_rawDesc = "" +
 	"patch_type\x18\x04 \x01(\x0e2\x17.workqueue.v1.PatchTypeR\tpatchType\x12\x14\n" +
 	"\x05patch\x18\x05 \x01(\fR\x05patch\x12\x16\n" +
 	"\x06status\x18\x06 \x01(\bR\x06status\x12#\n" +
-	"\rfield_manager\x18\a \x01(\tR\ffieldManager\"J\n" +
+	"\rfield_manager\x18\a \x01(\tR\ffieldManager\x12,\n" +
+	"\x05lease\x18\b \x01(\v2\x16.workqueue.v1.LeaseRefR\x05lease\"J\n" +
 	"\x13PatchObjectResponse\x123\n" +
-	"\x06object\x18\x01 \x01(\v2\x1b.workqueue.v1.WrittenObjectR\x06object\"\x9c\x01\n" +
+	"\x06object\x18\x01 \x01(\v2\x1b.workqueue.v1.WrittenObjectR\x06object\"\xca\x01\n" +
 	"\x13CreateObjectRequest\x12.\n" +
 	"\x04type\x18\x01 \x01(\v2\x1a.workqueue.v1.ResourceTypeR\x04type\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04json\x18\x03 \x01(\fR\x04json\x12#\n" +
-	"\rfield_manager\x18\x04 \x01(\tR\ffieldManager\"K\n" +
+	"\rfield_manager\x18\x04 \x01(\tR\ffieldManager\x12,\n" +
+	"\x05lease\x18\x05 \x01(\v2\x16.workqueue.v1.LeaseRefR\x05lease\"K\n" +
 	"\x14CreateObjectResponse\x123\n" +
-	"\x06object\x18\x01 \x01(\v2\x1b.workqueue.v1.WrittenObjectR\x06object\"\xa3\x02\n" +
+	"\x06object\x18\x01 \x01(\v2\x1b.workqueue.v1.WrittenObjectR\x06object\"\xd1\x02\n" +
 	"\x13DeleteObjectRequest\x12.\n" +
 	"\x04type\x18\x01 \x01(\v2\x1a.workqueue.v1.ResourceTypeR\x04type\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12)\n" +
 	"\x10precondition_uid\x18\x04 \x01(\tR\x0fpreconditionUid\x12B\n" +
 	"\x1dprecondition_resource_version\x18\x05 \x01(\tR\x1bpreconditionResourceVersion\x12;\n" +
-	"\vpropagation\x18\x06 \x01(\x0e2\x19.workqueue.v1.PropagationR\vpropagation\"_\n" +
+	"\vpropagation\x18\x06 \x01(\x0e2\x19.workqueue.v1.PropagationR\vpropagation\x12,\n" +
+	"\x05lease\x18\a \x01(\v2\x16.workqueue.v1.LeaseRefR\x05lease\"_\n" +
 	"\x14DeleteObjectResponse\x12\x12\n" +
 	"\x04gone\x18\x01 \x01(\bR\x04gone\x123\n" +
 	"\x06object\x18\x02 \x01(\v2\x1b.workqueue.v1.WrittenObjectR\x06object*R\n" +
@@ -891,45 +1008,50 @@ func file_workqueue_v1_object_proto_rawDescGZIP() []byte {
 }
 
 var file_workqueue_v1_object_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_workqueue_v1_object_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_workqueue_v1_object_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_workqueue_v1_object_proto_goTypes = []any{
 	(PatchType)(0),               // 0: workqueue.v1.PatchType
 	(Propagation)(0),             // 1: workqueue.v1.Propagation
 	(*ResourceType)(nil),         // 2: workqueue.v1.ResourceType
-	(*WrittenObject)(nil),        // 3: workqueue.v1.WrittenObject
-	(*ApplyObjectRequest)(nil),   // 4: workqueue.v1.ApplyObjectRequest
-	(*ApplyObjectResponse)(nil),  // 5: workqueue.v1.ApplyObjectResponse
-	(*PatchObjectRequest)(nil),   // 6: workqueue.v1.PatchObjectRequest
-	(*PatchObjectResponse)(nil),  // 7: workqueue.v1.PatchObjectResponse
-	(*CreateObjectRequest)(nil),  // 8: workqueue.v1.CreateObjectRequest
-	(*CreateObjectResponse)(nil), // 9: workqueue.v1.CreateObjectResponse
-	(*DeleteObjectRequest)(nil),  // 10: workqueue.v1.DeleteObjectRequest
-	(*DeleteObjectResponse)(nil), // 11: workqueue.v1.DeleteObjectResponse
+	(*LeaseRef)(nil),             // 3: workqueue.v1.LeaseRef
+	(*WrittenObject)(nil),        // 4: workqueue.v1.WrittenObject
+	(*ApplyObjectRequest)(nil),   // 5: workqueue.v1.ApplyObjectRequest
+	(*ApplyObjectResponse)(nil),  // 6: workqueue.v1.ApplyObjectResponse
+	(*PatchObjectRequest)(nil),   // 7: workqueue.v1.PatchObjectRequest
+	(*PatchObjectResponse)(nil),  // 8: workqueue.v1.PatchObjectResponse
+	(*CreateObjectRequest)(nil),  // 9: workqueue.v1.CreateObjectRequest
+	(*CreateObjectResponse)(nil), // 10: workqueue.v1.CreateObjectResponse
+	(*DeleteObjectRequest)(nil),  // 11: workqueue.v1.DeleteObjectRequest
+	(*DeleteObjectResponse)(nil), // 12: workqueue.v1.DeleteObjectResponse
 }
 var file_workqueue_v1_object_proto_depIdxs = []int32{
 	2,  // 0: workqueue.v1.ApplyObjectRequest.type:type_name -> workqueue.v1.ResourceType
-	3,  // 1: workqueue.v1.ApplyObjectResponse.object:type_name -> workqueue.v1.WrittenObject
-	2,  // 2: workqueue.v1.PatchObjectRequest.type:type_name -> workqueue.v1.ResourceType
-	0,  // 3: workqueue.v1.PatchObjectRequest.patch_type:type_name -> workqueue.v1.PatchType
-	3,  // 4: workqueue.v1.PatchObjectResponse.object:type_name -> workqueue.v1.WrittenObject
-	2,  // 5: workqueue.v1.CreateObjectRequest.type:type_name -> workqueue.v1.ResourceType
-	3,  // 6: workqueue.v1.CreateObjectResponse.object:type_name -> workqueue.v1.WrittenObject
-	2,  // 7: workqueue.v1.DeleteObjectRequest.type:type_name -> workqueue.v1.ResourceType
-	1,  // 8: workqueue.v1.DeleteObjectRequest.propagation:type_name -> workqueue.v1.Propagation
-	3,  // 9: workqueue.v1.DeleteObjectResponse.object:type_name -> workqueue.v1.WrittenObject
-	4,  // 10: workqueue.v1.ObjectService.ApplyObject:input_type -> workqueue.v1.ApplyObjectRequest
-	6,  // 11: workqueue.v1.ObjectService.PatchObject:input_type -> workqueue.v1.PatchObjectRequest
-	8,  // 12: workqueue.v1.ObjectService.CreateObject:input_type -> workqueue.v1.CreateObjectRequest
-	10, // 13: workqueue.v1.ObjectService.DeleteObject:input_type -> workqueue.v1.DeleteObjectRequest
-	5,  // 14: workqueue.v1.ObjectService.ApplyObject:output_type -> workqueue.v1.ApplyObjectResponse
-	7,  // 15: workqueue.v1.ObjectService.PatchObject:output_type -> workqueue.v1.PatchObjectResponse
-	9,  // 16: workqueue.v1.ObjectService.CreateObject:output_type -> workqueue.v1.CreateObjectResponse
-	11, // 17: workqueue.v1.ObjectService.DeleteObject:output_type -> workqueue.v1.DeleteObjectResponse
-	14, // [14:18] is the sub-list for method output_type
-	10, // [10:14] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	3,  // 1: workqueue.v1.ApplyObjectRequest.lease:type_name -> workqueue.v1.LeaseRef
+	4,  // 2: workqueue.v1.ApplyObjectResponse.object:type_name -> workqueue.v1.WrittenObject
+	2,  // 3: workqueue.v1.PatchObjectRequest.type:type_name -> workqueue.v1.ResourceType
+	0,  // 4: workqueue.v1.PatchObjectRequest.patch_type:type_name -> workqueue.v1.PatchType
+	3,  // 5: workqueue.v1.PatchObjectRequest.lease:type_name -> workqueue.v1.LeaseRef
+	4,  // 6: workqueue.v1.PatchObjectResponse.object:type_name -> workqueue.v1.WrittenObject
+	2,  // 7: workqueue.v1.CreateObjectRequest.type:type_name -> workqueue.v1.ResourceType
+	3,  // 8: workqueue.v1.CreateObjectRequest.lease:type_name -> workqueue.v1.LeaseRef
+	4,  // 9: workqueue.v1.CreateObjectResponse.object:type_name -> workqueue.v1.WrittenObject
+	2,  // 10: workqueue.v1.DeleteObjectRequest.type:type_name -> workqueue.v1.ResourceType
+	1,  // 11: workqueue.v1.DeleteObjectRequest.propagation:type_name -> workqueue.v1.Propagation
+	3,  // 12: workqueue.v1.DeleteObjectRequest.lease:type_name -> workqueue.v1.LeaseRef
+	4,  // 13: workqueue.v1.DeleteObjectResponse.object:type_name -> workqueue.v1.WrittenObject
+	5,  // 14: workqueue.v1.ObjectService.ApplyObject:input_type -> workqueue.v1.ApplyObjectRequest
+	7,  // 15: workqueue.v1.ObjectService.PatchObject:input_type -> workqueue.v1.PatchObjectRequest
+	9,  // 16: workqueue.v1.ObjectService.CreateObject:input_type -> workqueue.v1.CreateObjectRequest
+	11, // 17: workqueue.v1.ObjectService.DeleteObject:input_type -> workqueue.v1.DeleteObjectRequest
+	6,  // 18: workqueue.v1.ObjectService.ApplyObject:output_type -> workqueue.v1.ApplyObjectResponse
+	8,  // 19: workqueue.v1.ObjectService.PatchObject:output_type -> workqueue.v1.PatchObjectResponse
+	10, // 20: workqueue.v1.ObjectService.CreateObject:output_type -> workqueue.v1.CreateObjectResponse
+	12, // 21: workqueue.v1.ObjectService.DeleteObject:output_type -> workqueue.v1.DeleteObjectResponse
+	18, // [18:22] is the sub-list for method output_type
+	14, // [14:18] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_workqueue_v1_object_proto_init() }
@@ -943,7 +1065,7 @@ func file_workqueue_v1_object_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_workqueue_v1_object_proto_rawDesc), len(file_workqueue_v1_object_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

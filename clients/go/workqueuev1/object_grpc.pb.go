@@ -57,7 +57,20 @@ const (
 // conflict, an object that already exists, a failed UID or resourceVersion
 // precondition) ABORTED; 429, 500, 503 and an API server that cannot be
 // reached or does not answer in time UNAVAILABLE (retry later); 504
-// DEADLINE_EXCEEDED; anything else UNKNOWN.
+// DEADLINE_EXCEEDED; anything else UNKNOWN. A write that names a lease the
+// worker no longer holds is FAILED_PRECONDITION and is not made.
+//
+// Writes under a lease, and reads after writes: a write may name the lease
+// it is made under (lease). The sidecar then makes it only while that lease
+// is current (its token fences the write as it fences Done), and the key is
+// not leased again until every informer cache that holds the written kind
+// has seen the write (or the queue's settle_timeout has passed): the next
+// reconcile never reads a cache older than its own last write. Every write
+// through the sidecar, under a lease or not, also makes cache reads of the
+// written object (GetObject, ListObjects) wait, up to the same bound, until
+// the cache has seen it; past the bound they fail with DEADLINE_EXCEEDED
+// rather than answer a version older than the write. Reads of objects with
+// no write pending are not slowed.
 type ObjectServiceClient interface {
 	// ApplyObject server-side applies an object: the fields it sets become
 	// owned by the field manager, others' fields are left alone.
@@ -151,7 +164,20 @@ func (c *objectServiceClient) DeleteObject(ctx context.Context, in *DeleteObject
 // conflict, an object that already exists, a failed UID or resourceVersion
 // precondition) ABORTED; 429, 500, 503 and an API server that cannot be
 // reached or does not answer in time UNAVAILABLE (retry later); 504
-// DEADLINE_EXCEEDED; anything else UNKNOWN.
+// DEADLINE_EXCEEDED; anything else UNKNOWN. A write that names a lease the
+// worker no longer holds is FAILED_PRECONDITION and is not made.
+//
+// Writes under a lease, and reads after writes: a write may name the lease
+// it is made under (lease). The sidecar then makes it only while that lease
+// is current (its token fences the write as it fences Done), and the key is
+// not leased again until every informer cache that holds the written kind
+// has seen the write (or the queue's settle_timeout has passed): the next
+// reconcile never reads a cache older than its own last write. Every write
+// through the sidecar, under a lease or not, also makes cache reads of the
+// written object (GetObject, ListObjects) wait, up to the same bound, until
+// the cache has seen it; past the bound they fail with DEADLINE_EXCEEDED
+// rather than answer a version older than the write. Reads of objects with
+// no write pending are not slowed.
 type ObjectServiceServer interface {
 	// ApplyObject server-side applies an object: the fields it sets become
 	// owned by the field manager, others' fields are left alone.

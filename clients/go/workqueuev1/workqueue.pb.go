@@ -138,6 +138,10 @@ const (
 	KeyState_KEY_STATE_WAITING KeyState = 3
 	// Held by a worker under a lease.
 	KeyState_KEY_STATE_HELD KeyState = 4
+	// Its last lease ended after writes through the sidecar (ObjectService
+	// calls naming the lease): it is not handed out again until the caches
+	// have seen those writes, or until settling_until.
+	KeyState_KEY_STATE_SETTLING KeyState = 5
 )
 
 // Enum value maps for KeyState.
@@ -148,6 +152,7 @@ var (
 		2: "KEY_STATE_QUEUED",
 		3: "KEY_STATE_WAITING",
 		4: "KEY_STATE_HELD",
+		5: "KEY_STATE_SETTLING",
 	}
 	KeyState_value = map[string]int32{
 		"KEY_STATE_UNSPECIFIED": 0,
@@ -155,6 +160,7 @@ var (
 		"KEY_STATE_QUEUED":      2,
 		"KEY_STATE_WAITING":     3,
 		"KEY_STATE_HELD":        4,
+		"KEY_STATE_SETTLING":    5,
 	}
 )
 
@@ -285,9 +291,16 @@ type Lease struct {
 	// The key's object from the queue's primary informer, when the worker
 	// asked for it (include_object) and the queue has a primary informer;
 	// unset otherwise. A deleted object comes with deleted = true.
-	Object        *CachedObject `protobuf:"bytes,10,opt,name=object,proto3" json:"object,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Object *CachedObject `protobuf:"bytes,10,opt,name=object,proto3" json:"object,omitempty"`
+	// The key's object (from the queue's primary informer) is being deleted:
+	// it has a deletionTimestamp and is held by finalizers. On a queue that
+	// declares a finalizer, finishing this lease with success removes that
+	// finalizer (the sidecar does it), so the worker cleans up and returns.
+	Deleting bool `protobuf:"varint,11,opt,name=deleting,proto3" json:"deleting,omitempty"`
+	// When deleting, the object's metadata.deletionTimestamp.
+	DeletionTimestamp *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=deletion_timestamp,json=deletionTimestamp,proto3" json:"deletion_timestamp,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Lease) Reset() {
@@ -386,6 +399,20 @@ func (x *Lease) GetLastError() string {
 func (x *Lease) GetObject() *CachedObject {
 	if x != nil {
 		return x.Object
+	}
+	return nil
+}
+
+func (x *Lease) GetDeleting() bool {
+	if x != nil {
+		return x.Deleting
+	}
+	return false
+}
+
+func (x *Lease) GetDeletionTimestamp() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeletionTimestamp
 	}
 	return nil
 }
@@ -1307,7 +1334,10 @@ type LenResponse struct {
 	ReadyByPriority []*PriorityCount `protobuf:"bytes,4,rep,name=ready_by_priority,json=readyByPriority,proto3" json:"ready_by_priority,omitempty"`
 	// Held keys that were added again while held (dirty): they are queued
 	// again when their lease ends.
-	Dirty         uint32 `protobuf:"varint,5,opt,name=dirty,proto3" json:"dirty,omitempty"`
+	Dirty uint32 `protobuf:"varint,5,opt,name=dirty,proto3" json:"dirty,omitempty"`
+	// Keys whose lease ended after writes through the sidecar that the caches
+	// have not all seen yet: not handed out until they have (KEY_STATE_SETTLING).
+	Settling      uint32 `protobuf:"varint,6,opt,name=settling,proto3" json:"settling,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1373,6 +1403,13 @@ func (x *LenResponse) GetReadyByPriority() []*PriorityCount {
 func (x *LenResponse) GetDirty() uint32 {
 	if x != nil {
 		return x.Dirty
+	}
+	return 0
+}
+
+func (x *LenResponse) GetSettling() uint32 {
+	if x != nil {
+		return x.Settling
 	}
 	return 0
 }
@@ -2083,7 +2120,11 @@ type KeyStateResponse struct {
 	Holder string `protobuf:"bytes,9,opt,name=holder,proto3" json:"holder,omitempty"`
 	// HELD: the key was added again while held and will be queued again when
 	// the lease ends.
-	Dirty         bool `protobuf:"varint,10,opt,name=dirty,proto3" json:"dirty,omitempty"`
+	Dirty bool `protobuf:"varint,10,opt,name=dirty,proto3" json:"dirty,omitempty"`
+	// SETTLING: the latest instant it waits for the caches to see its
+	// writes; it is queued (or forgotten) then at the latest. dirty, priority
+	// and reasons tell what happens next, as for HELD.
+	SettlingUntil *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=settling_until,json=settlingUntil,proto3" json:"settling_until,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2186,6 +2227,13 @@ func (x *KeyStateResponse) GetDirty() bool {
 		return x.Dirty
 	}
 	return false
+}
+
+func (x *KeyStateResponse) GetSettlingUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SettlingUntil
+	}
+	return nil
 }
 
 // WorkRequest is one message from a worker on its Work stream.
@@ -3099,7 +3147,7 @@ const file_workqueue_v1_workqueue_proto_rawDesc = "" +
 	"\x06Reason\x12,\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x18.workqueue.v1.ReasonKindR\x04kind\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12\x16\n" +
-	"\x06detail\x18\x03 \x01(\tR\x06detail\"\x8c\x03\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\"\xf3\x03\n" +
 	"\x05Lease\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x126\n" +
@@ -3113,7 +3161,9 @@ const file_workqueue_v1_workqueue_proto_rawDesc = "" +
 	"\n" +
 	"last_error\x18\t \x01(\tR\tlastError\x122\n" +
 	"\x06object\x18\n" +
-	" \x01(\v2\x1a.workqueue.v1.CachedObjectR\x06object\"|\n" +
+	" \x01(\v2\x1a.workqueue.v1.CachedObjectR\x06object\x12\x1a\n" +
+	"\bdeleting\x18\v \x01(\bR\bdeleting\x12I\n" +
+	"\x12deletion_timestamp\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x11deletionTimestamp\"|\n" +
 	"\n" +
 	"AddRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
@@ -3168,13 +3218,14 @@ const file_workqueue_v1_workqueue_proto_rawDesc = "" +
 	"\fnum_requeues\x18\x01 \x01(\rR\vnumRequeues\"\"\n" +
 	"\n" +
 	"LenRequest\x12\x14\n" +
-	"\x05queue\x18\x01 \x01(\tR\x05queue\"\xb0\x01\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"\xcc\x01\n" +
 	"\vLenResponse\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\rR\x05ready\x12\x18\n" +
 	"\awaiting\x18\x02 \x01(\rR\awaiting\x12\x12\n" +
 	"\x04held\x18\x03 \x01(\rR\x04held\x12G\n" +
 	"\x11ready_by_priority\x18\x04 \x03(\v2\x1b.workqueue.v1.PriorityCountR\x0freadyByPriority\x12\x14\n" +
-	"\x05dirty\x18\x05 \x01(\rR\x05dirty\"A\n" +
+	"\x05dirty\x18\x05 \x01(\rR\x05dirty\x12\x1a\n" +
+	"\bsettling\x18\x06 \x01(\rR\bsettling\"A\n" +
 	"\rPriorityCount\x12\x1a\n" +
 	"\bpriority\x18\x01 \x01(\x05R\bpriority\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05count\"}\n" +
@@ -3210,7 +3261,7 @@ const file_workqueue_v1_workqueue_proto_rawDesc = "" +
 	"\x0eFinishResponse\"9\n" +
 	"\x0fKeyStateRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\tR\x03key\"\xb0\x03\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\"\xf3\x03\n" +
 	"\x10KeyStateResponse\x12,\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x16.workqueue.v1.KeyStateR\x05state\x12\x1a\n" +
 	"\bpriority\x18\x02 \x01(\x05R\bpriority\x12\x1a\n" +
@@ -3224,7 +3275,8 @@ const file_workqueue_v1_workqueue_proto_rawDesc = "" +
 	"held_until\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\theldUntil\x12\x16\n" +
 	"\x06holder\x18\t \x01(\tR\x06holder\x12\x14\n" +
 	"\x05dirty\x18\n" +
-	" \x01(\bR\x05dirty\"\x93\x06\n" +
+	" \x01(\bR\x05dirty\x12A\n" +
+	"\x0esettling_until\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\rsettlingUntil\"\x93\x06\n" +
 	"\vWorkRequest\x124\n" +
 	"\x04open\x18\x01 \x01(\v2\x1e.workqueue.v1.WorkRequest.OpenH\x00R\x04open\x12:\n" +
 	"\x06credit\x18\x02 \x01(\v2 .workqueue.v1.WorkRequest.CreditH\x00R\x06credit\x12:\n" +
@@ -3296,13 +3348,14 @@ const file_workqueue_v1_workqueue_proto_rawDesc = "" +
 	"\x1aREASON_KIND_LEASE_RELEASED\x10\n" +
 	"\x12\x17\n" +
 	"\x13REASON_KIND_TRIGGER\x10\v\x12!\n" +
-	"\x1dREASON_KIND_SHUTDOWN_RETURNED\x10\f*|\n" +
+	"\x1dREASON_KIND_SHUTDOWN_RETURNED\x10\f*\x94\x01\n" +
 	"\bKeyState\x12\x19\n" +
 	"\x15KEY_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10KEY_STATE_ABSENT\x10\x01\x12\x14\n" +
 	"\x10KEY_STATE_QUEUED\x10\x02\x12\x15\n" +
 	"\x11KEY_STATE_WAITING\x10\x03\x12\x12\n" +
-	"\x0eKEY_STATE_HELD\x10\x042\xa9\a\n" +
+	"\x0eKEY_STATE_HELD\x10\x04\x12\x16\n" +
+	"\x12KEY_STATE_SETTLING\x10\x052\xa9\a\n" +
 	"\x10WorkQueueService\x12:\n" +
 	"\x03Add\x12\x18.workqueue.v1.AddRequest\x1a\x19.workqueue.v1.AddResponse\x12I\n" +
 	"\bAddAfter\x12\x1d.workqueue.v1.AddAfterRequest\x1a\x1e.workqueue.v1.AddAfterResponse\x12[\n" +
@@ -3387,74 +3440,76 @@ var file_workqueue_v1_workqueue_proto_depIdxs = []int32{
 	2,  // 3: workqueue.v1.Lease.reasons:type_name -> workqueue.v1.Reason
 	43, // 4: workqueue.v1.Lease.enqueued_at:type_name -> google.protobuf.Timestamp
 	45, // 5: workqueue.v1.Lease.object:type_name -> workqueue.v1.CachedObject
-	44, // 6: workqueue.v1.AddAfterRequest.delay:type_name -> google.protobuf.Duration
-	10, // 7: workqueue.v1.AddRateLimitedResponse.keys:type_name -> workqueue.v1.RateLimitedKey
-	44, // 8: workqueue.v1.RateLimitedKey.delay:type_name -> google.protobuf.Duration
-	44, // 9: workqueue.v1.GetRequest.wait:type_name -> google.protobuf.Duration
-	44, // 10: workqueue.v1.GetRequest.lease_ttl:type_name -> google.protobuf.Duration
-	3,  // 11: workqueue.v1.GetResponse.leases:type_name -> workqueue.v1.Lease
-	21, // 12: workqueue.v1.LenResponse.ready_by_priority:type_name -> workqueue.v1.PriorityCount
-	44, // 13: workqueue.v1.ShutDownRequest.drain_timeout:type_name -> google.protobuf.Duration
-	44, // 14: workqueue.v1.ExtendRequest.ttl:type_name -> google.protobuf.Duration
-	43, // 15: workqueue.v1.ExtendResponse.deadline:type_name -> google.protobuf.Timestamp
-	44, // 16: workqueue.v1.ExtendResponse.ttl:type_name -> google.protobuf.Duration
-	44, // 17: workqueue.v1.RequeueAfter.delay:type_name -> google.protobuf.Duration
-	26, // 18: workqueue.v1.FinishRequest.success:type_name -> workqueue.v1.Success
-	27, // 19: workqueue.v1.FinishRequest.retry:type_name -> workqueue.v1.Retry
-	28, // 20: workqueue.v1.FinishRequest.requeue_after:type_name -> workqueue.v1.RequeueAfter
-	1,  // 21: workqueue.v1.KeyStateResponse.state:type_name -> workqueue.v1.KeyState
-	2,  // 22: workqueue.v1.KeyStateResponse.reasons:type_name -> workqueue.v1.Reason
-	43, // 23: workqueue.v1.KeyStateResponse.queued_since:type_name -> google.protobuf.Timestamp
-	43, // 24: workqueue.v1.KeyStateResponse.waiting_until:type_name -> google.protobuf.Timestamp
-	43, // 25: workqueue.v1.KeyStateResponse.held_until:type_name -> google.protobuf.Timestamp
-	35, // 26: workqueue.v1.WorkRequest.open:type_name -> workqueue.v1.WorkRequest.Open
-	36, // 27: workqueue.v1.WorkRequest.credit:type_name -> workqueue.v1.WorkRequest.Credit
-	37, // 28: workqueue.v1.WorkRequest.finish:type_name -> workqueue.v1.WorkRequest.Finish
-	38, // 29: workqueue.v1.WorkRequest.extend:type_name -> workqueue.v1.WorkRequest.Extend
-	39, // 30: workqueue.v1.WorkResponse.opened:type_name -> workqueue.v1.WorkResponse.Opened
-	3,  // 31: workqueue.v1.WorkResponse.lease:type_name -> workqueue.v1.Lease
-	40, // 32: workqueue.v1.WorkResponse.finish_ack:type_name -> workqueue.v1.WorkResponse.FinishAck
-	41, // 33: workqueue.v1.WorkResponse.extended:type_name -> workqueue.v1.WorkResponse.Extended
-	42, // 34: workqueue.v1.WorkResponse.cancel:type_name -> workqueue.v1.WorkResponse.Cancel
-	44, // 35: workqueue.v1.WorkRequest.Open.lease_ttl:type_name -> google.protobuf.Duration
-	26, // 36: workqueue.v1.WorkRequest.Finish.success:type_name -> workqueue.v1.Success
-	27, // 37: workqueue.v1.WorkRequest.Finish.retry:type_name -> workqueue.v1.Retry
-	28, // 38: workqueue.v1.WorkRequest.Finish.requeue_after:type_name -> workqueue.v1.RequeueAfter
-	44, // 39: workqueue.v1.WorkRequest.Extend.ttl:type_name -> google.protobuf.Duration
-	44, // 40: workqueue.v1.WorkResponse.Opened.lease_ttl:type_name -> google.protobuf.Duration
-	43, // 41: workqueue.v1.WorkResponse.Extended.deadline:type_name -> google.protobuf.Timestamp
-	44, // 42: workqueue.v1.WorkResponse.Extended.ttl:type_name -> google.protobuf.Duration
-	4,  // 43: workqueue.v1.WorkQueueService.Add:input_type -> workqueue.v1.AddRequest
-	6,  // 44: workqueue.v1.WorkQueueService.AddAfter:input_type -> workqueue.v1.AddAfterRequest
-	8,  // 45: workqueue.v1.WorkQueueService.AddRateLimited:input_type -> workqueue.v1.AddRateLimitedRequest
-	11, // 46: workqueue.v1.WorkQueueService.Get:input_type -> workqueue.v1.GetRequest
-	13, // 47: workqueue.v1.WorkQueueService.Done:input_type -> workqueue.v1.DoneRequest
-	15, // 48: workqueue.v1.WorkQueueService.Forget:input_type -> workqueue.v1.ForgetRequest
-	17, // 49: workqueue.v1.WorkQueueService.NumRequeues:input_type -> workqueue.v1.NumRequeuesRequest
-	19, // 50: workqueue.v1.WorkQueueService.Len:input_type -> workqueue.v1.LenRequest
-	22, // 51: workqueue.v1.WorkQueueService.ShutDown:input_type -> workqueue.v1.ShutDownRequest
-	24, // 52: workqueue.v1.WorkQueueService.Extend:input_type -> workqueue.v1.ExtendRequest
-	29, // 53: workqueue.v1.WorkQueueService.Finish:input_type -> workqueue.v1.FinishRequest
-	31, // 54: workqueue.v1.WorkQueueService.KeyState:input_type -> workqueue.v1.KeyStateRequest
-	33, // 55: workqueue.v1.WorkQueueService.Work:input_type -> workqueue.v1.WorkRequest
-	5,  // 56: workqueue.v1.WorkQueueService.Add:output_type -> workqueue.v1.AddResponse
-	7,  // 57: workqueue.v1.WorkQueueService.AddAfter:output_type -> workqueue.v1.AddAfterResponse
-	9,  // 58: workqueue.v1.WorkQueueService.AddRateLimited:output_type -> workqueue.v1.AddRateLimitedResponse
-	12, // 59: workqueue.v1.WorkQueueService.Get:output_type -> workqueue.v1.GetResponse
-	14, // 60: workqueue.v1.WorkQueueService.Done:output_type -> workqueue.v1.DoneResponse
-	16, // 61: workqueue.v1.WorkQueueService.Forget:output_type -> workqueue.v1.ForgetResponse
-	18, // 62: workqueue.v1.WorkQueueService.NumRequeues:output_type -> workqueue.v1.NumRequeuesResponse
-	20, // 63: workqueue.v1.WorkQueueService.Len:output_type -> workqueue.v1.LenResponse
-	23, // 64: workqueue.v1.WorkQueueService.ShutDown:output_type -> workqueue.v1.ShutDownResponse
-	25, // 65: workqueue.v1.WorkQueueService.Extend:output_type -> workqueue.v1.ExtendResponse
-	30, // 66: workqueue.v1.WorkQueueService.Finish:output_type -> workqueue.v1.FinishResponse
-	32, // 67: workqueue.v1.WorkQueueService.KeyState:output_type -> workqueue.v1.KeyStateResponse
-	34, // 68: workqueue.v1.WorkQueueService.Work:output_type -> workqueue.v1.WorkResponse
-	56, // [56:69] is the sub-list for method output_type
-	43, // [43:56] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	43, // 6: workqueue.v1.Lease.deletion_timestamp:type_name -> google.protobuf.Timestamp
+	44, // 7: workqueue.v1.AddAfterRequest.delay:type_name -> google.protobuf.Duration
+	10, // 8: workqueue.v1.AddRateLimitedResponse.keys:type_name -> workqueue.v1.RateLimitedKey
+	44, // 9: workqueue.v1.RateLimitedKey.delay:type_name -> google.protobuf.Duration
+	44, // 10: workqueue.v1.GetRequest.wait:type_name -> google.protobuf.Duration
+	44, // 11: workqueue.v1.GetRequest.lease_ttl:type_name -> google.protobuf.Duration
+	3,  // 12: workqueue.v1.GetResponse.leases:type_name -> workqueue.v1.Lease
+	21, // 13: workqueue.v1.LenResponse.ready_by_priority:type_name -> workqueue.v1.PriorityCount
+	44, // 14: workqueue.v1.ShutDownRequest.drain_timeout:type_name -> google.protobuf.Duration
+	44, // 15: workqueue.v1.ExtendRequest.ttl:type_name -> google.protobuf.Duration
+	43, // 16: workqueue.v1.ExtendResponse.deadline:type_name -> google.protobuf.Timestamp
+	44, // 17: workqueue.v1.ExtendResponse.ttl:type_name -> google.protobuf.Duration
+	44, // 18: workqueue.v1.RequeueAfter.delay:type_name -> google.protobuf.Duration
+	26, // 19: workqueue.v1.FinishRequest.success:type_name -> workqueue.v1.Success
+	27, // 20: workqueue.v1.FinishRequest.retry:type_name -> workqueue.v1.Retry
+	28, // 21: workqueue.v1.FinishRequest.requeue_after:type_name -> workqueue.v1.RequeueAfter
+	1,  // 22: workqueue.v1.KeyStateResponse.state:type_name -> workqueue.v1.KeyState
+	2,  // 23: workqueue.v1.KeyStateResponse.reasons:type_name -> workqueue.v1.Reason
+	43, // 24: workqueue.v1.KeyStateResponse.queued_since:type_name -> google.protobuf.Timestamp
+	43, // 25: workqueue.v1.KeyStateResponse.waiting_until:type_name -> google.protobuf.Timestamp
+	43, // 26: workqueue.v1.KeyStateResponse.held_until:type_name -> google.protobuf.Timestamp
+	43, // 27: workqueue.v1.KeyStateResponse.settling_until:type_name -> google.protobuf.Timestamp
+	35, // 28: workqueue.v1.WorkRequest.open:type_name -> workqueue.v1.WorkRequest.Open
+	36, // 29: workqueue.v1.WorkRequest.credit:type_name -> workqueue.v1.WorkRequest.Credit
+	37, // 30: workqueue.v1.WorkRequest.finish:type_name -> workqueue.v1.WorkRequest.Finish
+	38, // 31: workqueue.v1.WorkRequest.extend:type_name -> workqueue.v1.WorkRequest.Extend
+	39, // 32: workqueue.v1.WorkResponse.opened:type_name -> workqueue.v1.WorkResponse.Opened
+	3,  // 33: workqueue.v1.WorkResponse.lease:type_name -> workqueue.v1.Lease
+	40, // 34: workqueue.v1.WorkResponse.finish_ack:type_name -> workqueue.v1.WorkResponse.FinishAck
+	41, // 35: workqueue.v1.WorkResponse.extended:type_name -> workqueue.v1.WorkResponse.Extended
+	42, // 36: workqueue.v1.WorkResponse.cancel:type_name -> workqueue.v1.WorkResponse.Cancel
+	44, // 37: workqueue.v1.WorkRequest.Open.lease_ttl:type_name -> google.protobuf.Duration
+	26, // 38: workqueue.v1.WorkRequest.Finish.success:type_name -> workqueue.v1.Success
+	27, // 39: workqueue.v1.WorkRequest.Finish.retry:type_name -> workqueue.v1.Retry
+	28, // 40: workqueue.v1.WorkRequest.Finish.requeue_after:type_name -> workqueue.v1.RequeueAfter
+	44, // 41: workqueue.v1.WorkRequest.Extend.ttl:type_name -> google.protobuf.Duration
+	44, // 42: workqueue.v1.WorkResponse.Opened.lease_ttl:type_name -> google.protobuf.Duration
+	43, // 43: workqueue.v1.WorkResponse.Extended.deadline:type_name -> google.protobuf.Timestamp
+	44, // 44: workqueue.v1.WorkResponse.Extended.ttl:type_name -> google.protobuf.Duration
+	4,  // 45: workqueue.v1.WorkQueueService.Add:input_type -> workqueue.v1.AddRequest
+	6,  // 46: workqueue.v1.WorkQueueService.AddAfter:input_type -> workqueue.v1.AddAfterRequest
+	8,  // 47: workqueue.v1.WorkQueueService.AddRateLimited:input_type -> workqueue.v1.AddRateLimitedRequest
+	11, // 48: workqueue.v1.WorkQueueService.Get:input_type -> workqueue.v1.GetRequest
+	13, // 49: workqueue.v1.WorkQueueService.Done:input_type -> workqueue.v1.DoneRequest
+	15, // 50: workqueue.v1.WorkQueueService.Forget:input_type -> workqueue.v1.ForgetRequest
+	17, // 51: workqueue.v1.WorkQueueService.NumRequeues:input_type -> workqueue.v1.NumRequeuesRequest
+	19, // 52: workqueue.v1.WorkQueueService.Len:input_type -> workqueue.v1.LenRequest
+	22, // 53: workqueue.v1.WorkQueueService.ShutDown:input_type -> workqueue.v1.ShutDownRequest
+	24, // 54: workqueue.v1.WorkQueueService.Extend:input_type -> workqueue.v1.ExtendRequest
+	29, // 55: workqueue.v1.WorkQueueService.Finish:input_type -> workqueue.v1.FinishRequest
+	31, // 56: workqueue.v1.WorkQueueService.KeyState:input_type -> workqueue.v1.KeyStateRequest
+	33, // 57: workqueue.v1.WorkQueueService.Work:input_type -> workqueue.v1.WorkRequest
+	5,  // 58: workqueue.v1.WorkQueueService.Add:output_type -> workqueue.v1.AddResponse
+	7,  // 59: workqueue.v1.WorkQueueService.AddAfter:output_type -> workqueue.v1.AddAfterResponse
+	9,  // 60: workqueue.v1.WorkQueueService.AddRateLimited:output_type -> workqueue.v1.AddRateLimitedResponse
+	12, // 61: workqueue.v1.WorkQueueService.Get:output_type -> workqueue.v1.GetResponse
+	14, // 62: workqueue.v1.WorkQueueService.Done:output_type -> workqueue.v1.DoneResponse
+	16, // 63: workqueue.v1.WorkQueueService.Forget:output_type -> workqueue.v1.ForgetResponse
+	18, // 64: workqueue.v1.WorkQueueService.NumRequeues:output_type -> workqueue.v1.NumRequeuesResponse
+	20, // 65: workqueue.v1.WorkQueueService.Len:output_type -> workqueue.v1.LenResponse
+	23, // 66: workqueue.v1.WorkQueueService.ShutDown:output_type -> workqueue.v1.ShutDownResponse
+	25, // 67: workqueue.v1.WorkQueueService.Extend:output_type -> workqueue.v1.ExtendResponse
+	30, // 68: workqueue.v1.WorkQueueService.Finish:output_type -> workqueue.v1.FinishResponse
+	32, // 69: workqueue.v1.WorkQueueService.KeyState:output_type -> workqueue.v1.KeyStateResponse
+	34, // 70: workqueue.v1.WorkQueueService.Work:output_type -> workqueue.v1.WorkResponse
+	58, // [58:71] is the sub-list for method output_type
+	45, // [45:58] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_workqueue_v1_workqueue_proto_init() }

@@ -69,3 +69,24 @@ async def test_a_lease_should_end_at_the_sidecars_deadline_never_later_than_arri
     assert 0 < left <= 0.5 and held.request.lease_valid()
     held.set_deadline(None, ttl=2.0)
     assert 1.5 < held.deadline - asyncio.get_running_loop().time() <= 2.0
+
+
+def test_key_info_should_read_settling() -> None:
+    from google.protobuf.timestamp_pb2 import Timestamp
+
+    from workqueue_sidecar import KeyInfo, KeyPhase
+
+    message = pb.KeyStateResponse(state=pb.KEY_STATE_SETTLING, dirty=True, settling_until=Timestamp(seconds=60))
+    info = KeyInfo.from_proto(message)
+    assert (info.phase, str(info.phase), info.dirty) == (KeyPhase.SETTLING, "SETTLING", True)
+    assert info.settling_until == datetime(1970, 1, 1, 0, 1, tzinfo=UTC)
+    assert info.held_until is None
+
+
+def test_lease_should_read_deleting() -> None:
+    from google.protobuf.timestamp_pb2 import Timestamp
+
+    lease = Lease.from_proto(pb.Lease(key="alice", token=3, deleting=True, deletion_timestamp=Timestamp(seconds=60)))
+    request = Request.from_lease("users", lease)
+    assert (request.deleting, request.deletion_timestamp) == (True, datetime(1970, 1, 1, 0, 1, tzinfo=UTC))
+    assert (request.lease.queue, request.lease.key, request.lease.token) == ("users", "alice", 3)

@@ -15,6 +15,8 @@ from .cache import Cache
 from .errors import from_rpc_error
 from .introspection import DrainReport, KeyInfo, QueueLength, RateLimitedKey
 from .lease import Extension, Lease
+from .objects import Objects
+from .queue import Queue
 from .request import Result
 from .v1 import workqueue_pb2 as pb
 from .v1 import workqueue_pb2_grpc
@@ -36,8 +38,9 @@ class Client:
     ``target`` is ``host:port`` (e.g. ``127.0.0.1:50051``) or ``unix:///path/to/socket``::
 
         async with Client.connect("unix:///var/run/wq/sock") as client:
-            await client.add("default", "ns/name")
-            await client.run("default", reconcile, concurrency=4, stop=stop)
+            users = client.queue("users")
+            await users.add("alice")
+            await users.run(reconcile, concurrency=4, stop=stop)
 
     Queue calls raise the subclasses of ``WorkqueueError`` (``UnknownQueueError``,
     ``StaleLeaseError``, ``ShuttingDownError``, ...).
@@ -50,6 +53,9 @@ class Client:
         self.worker_name = worker_name or default_worker_name()
         #: Reads from the sidecar's informer caches.
         self.cache = Cache(channel)
+        #: Writes to Kubernetes through the sidecar, outside any lease (in a
+        #: reconcile, write with ``req.objects`` instead).
+        self.objects = Objects(channel)
 
     @classmethod
     def connect(
@@ -100,7 +106,12 @@ class Client:
         except grpc.aio.AioRpcError as err:
             raise from_rpc_error(err) from err
 
-    # -- client-go's operations -------------------------------------------------
+    def queue(self, name: str, *, priority: int | None = None, reason: str = "") -> Queue:
+        """A handle on the queue ``name``: ``await client.queue("users").add("alice")``.
+        ``priority`` and ``reason`` become the defaults of its adds."""
+        return Queue(self, name, priority=priority, reason=reason)
+
+    # -- client-go's operations (also on the queue handle, without the name) ----
 
     async def add(self, queue: str, *keys: str, priority: int | None = None, reason: str = "") -> None:
         """Queues keys now (client-go Add). A queued key keeps the higher priority; a
@@ -245,5 +256,6 @@ class Client:
             lease_ttl=lease_ttl,
             drain_timeout=drain_timeout,
             stop=stop or asyncio.Event(),
+            objects=self.objects,
         )
         await worker.run()

@@ -2,24 +2,86 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 import grpc
+from google.rpc import error_details_pb2, status_pb2
 
-Service = Literal["queue", "cache"]
+Service = Literal["queue", "cache", "object"]
+
+#: The ErrorInfo domain of the API server's refusals, as the sidecar sends them.
+KUBERNETES_ERROR_DOMAIN = "k8s.io"
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One field the API server refused an object for, and why."""
+
+    #: The field's path, e.g. ``metadata.name``.
+    field: str
+    message: str
 
 
 class WorkqueueError(Exception):
-    """A call to the sidecar failed. ``code`` is the gRPC status code, when there was one."""
+    """A call to the sidecar failed. ``code`` is the gRPC status code, when there was one.
 
-    def __init__(self, message: str, code: grpc.StatusCode | None = None) -> None:
+    A refused write also carries the API server's account of it: ``reason``
+    (``Conflict``, ``AlreadyExists``, ``Invalid``, ``NotFound``, ``Forbidden``,
+    ...), ``http_status`` (409, 422, ...) and, for an invalid object,
+    ``causes`` (one ``Cause`` per refused field). They are empty otherwise.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        code: grpc.StatusCode | None = None,
+        *,
+        reason: str = "",
+        http_status: int = 0,
+        causes: tuple[Cause, ...] = (),
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
+        self.reason = reason
+        self.http_status = http_status
+        self.causes = causes
 
 
 class InvalidArgumentError(WorkqueueError):
-    """A key, name or field was refused (INVALID_ARGUMENT): empty, too long, negative."""
+    """A key, name or field was refused (INVALID_ARGUMENT): empty, too long, negative;
+    for a write, a malformed object or patch, or one the API server found invalid
+    (HTTP 400 or 422: ``causes`` names the fields)."""
+
+
+class ConflictError(WorkqueueError):
+    """The API server refused a write as conflicting (ABORTED, HTTP 409): a stale
+    resourceVersion, a failed uid or resourceVersion precondition, fields another
+    manager owns, or an object that already exists. Read again and retry."""
+
+
+class AlreadyExistsError(ConflictError):
+    """A create found an object of that name (ABORTED, reason AlreadyExists)."""
+
+
+class NotFoundError(WorkqueueError):
+    """The object of a write does not exist (NOT_FOUND, HTTP 404)."""
+
+
+class UnknownKindError(WorkqueueError):
+    """The API server does not serve the write's apiVersion and kind (NOT_FOUND
+    from the object service): is its CRD installed?"""
+
+
+class ForbiddenError(WorkqueueError):
+    """The sidecar's credentials may not make this write (PERMISSION_DENIED, HTTP
+    403): grant its service account the verb."""
+
+
+class NoKubernetesError(WorkqueueError):
+    """A write asked of a sidecar that runs without Kubernetes (its config names no
+    informers), which cannot write objects (FAILED_PRECONDITION)."""
 
 
 class UnknownQueueError(WorkqueueError):
@@ -32,7 +94,8 @@ class UnknownInformerError(WorkqueueError):
 
 class StaleLeaseError(WorkqueueError):
     """The lease token is stale or unknown (FAILED_PRECONDITION): the lease already
-    ended (finished, expired, returned) and the call changed nothing."""
+    ended (finished, expired, returned) and the call changed nothing; a write under
+    that lease was not made."""
 
 
 class ShuttingDownError(WorkqueueError):
@@ -58,13 +121,32 @@ _BY_CODE: dict[grpc.StatusCode, type[WorkqueueError]] = {
     grpc.StatusCode.FAILED_PRECONDITION: StaleLeaseError,
     grpc.StatusCode.RESOURCE_EXHAUSTED: LimitExceededError,
     grpc.StatusCode.UNIMPLEMENTED: UnimplementedError,
+    grpc.StatusCode.ABORTED: ConflictError,
+    grpc.StatusCode.PERMISSION_DENIED: ForbiddenError,
 }
 
 
-def error_for(code: grpc.StatusCode, message: str, service: Service = "queue") -> WorkqueueError:
-    """The exception for a status ``code`` answered by ``service``."""
+def error_for(
+    code: grpc.StatusCode,
+    message: str,
+    service: Service = "queue",
+    *,
+    reason: str = "",
+    http_status: int = 0,
+    causes: tuple[Cause, ...] = (),
+) -> WorkqueueError:
+    """The exception for a status ``code`` answered by ``service``; ``reason``,
+    ``http_status`` and ``causes`` are the API server's, for a refused write."""
     cls: type[WorkqueueError]
-    if code == grpc.StatusCode.NOT_FOUND:
+    if service == "object" and code == grpc.StatusCode.NOT_FOUND:
+        cls = NotFoundError if reason else UnknownKindError
+    elif service == "object" and code == grpc.StatusCode.FAILED_PRECONDITION:
+        # The same code answers a write asked of a sidecar without Kubernetes and a
+        # write under a lease that ended; only the message tells them apart.
+        cls = NoKubernetesError if "without Kubernetes" in message else StaleLeaseError
+    elif service == "object" and code == grpc.StatusCode.ABORTED and reason == "AlreadyExists":
+        cls = AlreadyExistsError
+    elif code == grpc.StatusCode.NOT_FOUND:
         cls = UnknownQueueError if service == "queue" else UnknownInformerError
     elif code == grpc.StatusCode.UNAVAILABLE:
         cls = ShuttingDownError if service == "queue" else CacheNotReadyError
@@ -72,7 +154,7 @@ def error_for(code: grpc.StatusCode, message: str, service: Service = "queue") -
         cls = CacheNotReadyError
     else:
         cls = _BY_CODE.get(code, WorkqueueError)
-    return cls(message or code.name, code)
+    return cls(message or code.name, code, reason=reason, http_status=http_status, causes=causes)
 
 
 def error_for_number(number: int, message: str) -> WorkqueueError:
@@ -85,4 +167,26 @@ def error_for_number(number: int, message: str) -> WorkqueueError:
 
 def from_rpc_error(err: grpc.aio.AioRpcError, service: Service = "queue") -> WorkqueueError:
     """Converts a failed call into this package's exception; raise it ``from err``."""
-    return error_for(err.code(), err.details() or "", service)
+    reason, http_status, causes = _api_details(err)
+    return error_for(
+        err.code(), err.details() or "", service, reason=reason, http_status=http_status, causes=causes
+    )
+
+
+def _api_details(err: grpc.aio.AioRpcError) -> tuple[str, int, tuple[Cause, ...]]:
+    """The API server's reason, HTTP status and causes from the status details
+    (``grpc-status-details-bin``: an ErrorInfo of domain k8s.io and a BadRequest)."""
+    reason, http_status, causes = "", 0, []
+    for key, value in err.trailing_metadata() or ():
+        if key != "grpc-status-details-bin" or not isinstance(value, bytes):
+            continue
+        status = status_pb2.Status.FromString(value)
+        for detail in status.details:
+            info = error_details_pb2.ErrorInfo()
+            bad_request = error_details_pb2.BadRequest()
+            if detail.Unpack(info) and info.domain == KUBERNETES_ERROR_DOMAIN:
+                reason = info.reason
+                http_status = int(info.metadata.get("http_status", "0") or 0)
+            elif detail.Unpack(bad_request):
+                causes += [Cause(v.field, v.description) for v in bad_request.field_violations]
+    return reason, http_status, tuple(causes)

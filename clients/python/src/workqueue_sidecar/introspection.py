@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ._wire import from_duration, from_timestamp
+from ._enum import NamedIntEnum
 from .reason import Reason
 from .v1 import workqueue_pb2 as pb
 
 
-class KeyPhase(enum.IntEnum):
-    """Where a key is in its queue (the proto's KeyState, without its prefix)."""
+class KeyPhase(NamedIntEnum):
+    """Where a key is in its queue (the proto's KeyState, without its prefix);
+    prints as its name (``str(KeyPhase.HELD) == "HELD"``)."""
 
     UNSPECIFIED = pb.KEY_STATE_UNSPECIFIED
     ABSENT = pb.KEY_STATE_ABSENT
     QUEUED = pb.KEY_STATE_QUEUED
     WAITING = pb.KEY_STATE_WAITING
     HELD = pb.KEY_STATE_HELD
+    #: The key's last lease ended after writes made under it (``req.objects``):
+    #: it is not handed out again until the sidecar's caches have seen them, or
+    #: until ``settling_until``.
+    SETTLING = pb.KEY_STATE_SETTLING
 
 
 @dataclass(frozen=True)
@@ -38,8 +43,11 @@ class KeyInfo:
     held_until: datetime | None
     #: HELD: the worker name of the holder.
     holder: str
-    #: HELD: added again while held; queued again when the lease ends.
+    #: HELD, SETTLING: added again meanwhile; queued again when the lease ends
+    #: (or the key has settled).
     dirty: bool
+    #: SETTLING: the latest it waits for the caches to see its writes.
+    settling_until: datetime | None = None
 
     @classmethod
     def from_proto(cls, message: pb.KeyStateResponse) -> KeyInfo:
@@ -58,6 +66,7 @@ class KeyInfo:
             held_until=from_timestamp(message.held_until, message.HasField("held_until")),
             holder=message.holder,
             dirty=message.dirty,
+            settling_until=from_timestamp(message.settling_until, message.HasField("settling_until")),
         )
 
 
@@ -75,11 +84,14 @@ class QueueLength:
     dirty: int
     #: Ready keys per priority, highest priority first.
     ready_by_priority: dict[int, int]
+    #: Keys whose lease ended after writes made under it, not handed out until
+    #: the sidecar's caches have seen them (SETTLING).
+    settling: int = 0
 
     @classmethod
     def from_proto(cls, message: pb.LenResponse) -> QueueLength:
         by_priority = {p.priority: p.count for p in message.ready_by_priority}
-        return cls(message.ready, message.waiting, message.held, message.dirty, by_priority)
+        return cls(message.ready, message.waiting, message.held, message.dirty, by_priority, message.settling)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,11 @@ class Lease:
     last_error: str
     #: The key's object from the queue's primary informer, when asked for.
     object: CachedObject | None
+    #: The key's object is being deleted (it has a deletionTimestamp and
+    #: finalizers hold it).
+    deleting: bool = False
+    #: When deleting, the object's metadata.deletionTimestamp.
+    deletion_timestamp: datetime | None = None
 
     @classmethod
     def from_proto(cls, message: pb.Lease) -> Lease:
@@ -46,6 +51,8 @@ class Lease:
             enqueued_at=from_timestamp(message.enqueued_at, message.HasField("enqueued_at")),
             last_error=message.last_error,
             object=CachedObject.from_proto(message.object) if message.HasField("object") else None,
+            deleting=message.deleting,
+            deletion_timestamp=from_timestamp(message.deletion_timestamp, message.HasField("deletion_timestamp")),
         )
 
 

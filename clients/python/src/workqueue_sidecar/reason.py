@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
+from ._enum import NamedIntEnum
 from .v1 import workqueue_pb2 as pb
 
 
-class ReasonKind(enum.IntEnum):
+class ReasonKind(NamedIntEnum):
     """What made the key queued (the proto's ReasonKind, without its prefix)."""
 
     UNSPECIFIED = pb.REASON_KIND_UNSPECIFIED

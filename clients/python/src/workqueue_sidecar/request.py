@@ -6,10 +6,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from ._wire import Seconds, seconds
 from .cached_object import CachedObject
 from .lease import Lease
+from .objects import LeaseRef, Objects, controller_ref
 from .reason import Reason
 
 
@@ -35,6 +37,13 @@ class Request:
     #: The key's object from the queue's primary informer when the worker runs
     #: with ``include_object=True`` and the queue has one; None otherwise.
     object: CachedObject | None = None
+    #: The key's object is being deleted: it has a deletionTimestamp and
+    #: finalizers hold it. Clean up, then let the finalizer go.
+    deleting: bool = False
+    #: When deleting, the object's metadata.deletionTimestamp.
+    deletion_timestamp: datetime | None = None
+    #: Writes under this request's lease; None for a Request built by hand.
+    _objects: Any = field(default=None, repr=False, compare=False)
     _cancelled: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
     _deadline: LeaseDeadline = field(default_factory=lambda: LeaseDeadline(), repr=False, compare=False)
 
@@ -48,6 +57,33 @@ class Request:
     def name(self) -> str:
         """The name part of the key."""
         return self.key.rpartition("/")[2]
+
+    @property
+    def lease(self) -> LeaseRef:
+        """The lease this request came with (queue, key, token), as writes name it."""
+        return LeaseRef(self.queue, self.key, self.token)
+
+    @property
+    def objects(self) -> Objects:
+        """Writes under this request's lease: ``await req.objects.apply(obj)``.
+
+        Each write names the lease, so the sidecar makes it only while the lease
+        is current (``StaleLeaseError`` once it ended: another worker may hold
+        the key now) and does not hand the key out again until its caches have
+        seen the write, so the next reconcile reads it back. This is the way to
+        write from a reconcile."""
+        if self._objects is None:
+            raise RuntimeError("this Request did not come from a worker, so it cannot write: use client.objects")
+        objects: Objects = self._objects
+        return objects
+
+    def controller_ref(self) -> dict[str, Any]:
+        """The controller ownerReference of this key's object (run with
+        ``include_object=True``), for the children the reconcile makes: see
+        ``controller_ref``. ValueError when the request carries no object."""
+        if self.object is None:
+            raise ValueError(f"{self.key}: the request carries no object (run with include_object=True)")
+        return controller_ref(self.object.data)
 
     def cancelled(self) -> bool:
         """True once the worker has asked this reconcile to stop (the sidecar asked
@@ -64,7 +100,8 @@ class Request:
         return not self.cancelled() and time.monotonic() < self._deadline.monotonic
 
     @classmethod
-    def from_lease(cls, queue: str, lease: Lease) -> Request:
+    def from_lease(cls, queue: str, lease: Lease, objects: Objects | None = None) -> Request:
+        """The request of a lease; with ``objects``, its writes name the lease."""
         return cls(
             queue=queue,
             key=lease.key,
@@ -75,6 +112,9 @@ class Request:
             enqueued_at=lease.enqueued_at,
             token=lease.token,
             object=lease.object,
+            deleting=lease.deleting,
+            deletion_timestamp=lease.deletion_timestamp,
+            _objects=None if objects is None else objects.under(LeaseRef(queue, lease.key, lease.token)),
         )
 
 

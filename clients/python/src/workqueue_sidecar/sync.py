@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import dataclasses
 import logging
 import signal
 import threading
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import FrameType, TracebackType
 from typing import Any, Self, TypeVar
@@ -21,14 +22,85 @@ from .cached_object import CachedObject
 from .client import Client
 from .introspection import DrainReport, KeyInfo, QueueLength, RateLimitedKey
 from .lease import Extension, Lease
+from .objects import Deletion, LeaseRef, ObjectRef, Objects, Propagation, Written
 from .request import Request, Result
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+#: How SyncClient calls a coroutine on its event loop from any thread.
+_Call = Callable[[Coroutine[Any, Any, Any]], Any]
+
+
+class SyncObjects:
+    """The blocking face of ``Objects``: the same writes, without ``await``."""
+
+    def __init__(self, objects: Objects, call: _Call) -> None:
+        self._objects = objects
+        self._call = call
+
+    @property
+    def lease(self) -> LeaseRef | None:
+        """The lease the writes name; None for writes outside a lease."""
+        return self._objects.lease
+
+    def under(self, lease: LeaseRef | None) -> SyncObjects:
+        """The same writes, made under ``lease``."""
+        return SyncObjects(self._objects.under(lease), self._call)
+
+    def apply(self, obj: Mapping[str, Any], *, field_manager: str = "", force: bool = False) -> Written:
+        written: Written = self._call(self._objects.apply(obj, field_manager=field_manager, force=force))
+        return written
+
+    def create(self, obj: Mapping[str, Any], *, field_manager: str = "") -> Written:
+        written: Written = self._call(self._objects.create(obj, field_manager=field_manager))
+        return written
+
+    def patch(
+        self,
+        target: ObjectRef | Mapping[str, Any],
+        patch: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+        *,
+        status: bool = False,
+        field_manager: str = "",
+    ) -> Written:
+        written: Written = self._call(
+            self._objects.patch(target, patch, status=status, field_manager=field_manager)
+        )
+        return written
+
+    def delete(
+        self,
+        target: ObjectRef | Mapping[str, Any],
+        *,
+        uid: str = "",
+        resource_version: str = "",
+        propagation: Propagation = Propagation.DEFAULT,
+    ) -> Deletion:
+        deletion: Deletion = self._call(
+            self._objects.delete(target, uid=uid, resource_version=resource_version, propagation=propagation)
+        )
+        return deletion
+
+
+@dataclasses.dataclass(frozen=True)
+class SyncRequest(Request):
+    """The Request a ``SyncClient.run`` reconcile function gets: ``objects``
+    writes under its lease without ``await`` (``req.objects.apply(obj)``).
+    Annotate a plain reconcile function's argument with it for the types."""
+
+    @property
+    def objects(self) -> SyncObjects:  # type: ignore[override]
+        """Writes under this request's lease, blocking (see ``Request.objects``)."""
+        if self._objects is None:
+            raise RuntimeError("this Request did not come from a worker, so it cannot write: use client.objects")
+        objects: SyncObjects = self._objects
+        return objects
+
+
 #: What SyncClient.run calls for each key, in a worker thread.
-SyncReconcile = Callable[[Request], Result | None]
+SyncReconcile = Callable[[SyncRequest], Result | None]
 
 #: How often a running SyncClient.run looks at its threading.Event.
 STOP_POLL_INTERVAL = 0.1
@@ -58,6 +130,9 @@ class SyncClient:
         self._client = self._call(_connect(target, worker_name, credentials))
         #: Reads from the sidecar's informer caches.
         self.cache = SyncCache(self._client.cache, self._call)
+        #: Writes to Kubernetes through the sidecar, outside any lease (in a
+        #: reconcile, write with ``req.objects`` instead).
+        self.objects = SyncObjects(self._client.objects, self._call)
 
     @classmethod
     def connect(
@@ -107,6 +182,10 @@ class SyncClient:
 
     def wait_ready(self, timeout: Seconds | None = None) -> None:
         self._call(self._client.wait_ready(timeout))
+
+    def queue(self, name: str, *, priority: int | None = None, reason: str = "") -> SyncQueue:
+        """A handle on the queue ``name``: ``client.queue("users").add("alice")``."""
+        return SyncQueue(self, name, priority=priority, reason=reason)
 
     def add(self, queue: str, *keys: str, priority: int | None = None, reason: str = "") -> None:
         self._call(self._client.add(queue, *keys, priority=priority, reason=reason))
@@ -253,6 +332,84 @@ def _stop_on_sigterm(stop: threading.Event) -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+class SyncQueue:
+    """The blocking face of ``Queue``: one queue's calls without its name."""
+
+    def __init__(self, client: SyncClient, name: str, *, priority: int | None = None, reason: str = "") -> None:
+        self._client = client
+        #: The queue's name.
+        self.name = name
+        self.priority = priority
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"SyncQueue({self.name!r})"
+
+    def add(self, *keys: str, priority: int | None = None, reason: str | None = None) -> None:
+        self._client.add(self.name, *keys, priority=self._priority(priority), reason=self._reason(reason))
+
+    def add_after(self, *keys: str, delay: Seconds, priority: int | None = None, reason: str | None = None) -> None:
+        self._client.add_after(
+            self.name, *keys, delay=delay, priority=self._priority(priority), reason=self._reason(reason)
+        )
+
+    def add_rate_limited(
+        self, *keys: str, priority: int | None = None, reason: str | None = None
+    ) -> builtins.list[RateLimitedKey]:
+        return self._client.add_rate_limited(
+            self.name, *keys, priority=self._priority(priority), reason=self._reason(reason)
+        )
+
+    def forget(self, key: str) -> None:
+        self._client.forget(self.name, key)
+
+    def num_requeues(self, key: str) -> int:
+        return self._client.num_requeues(self.name, key)
+
+    def len(self) -> QueueLength:
+        return self._client.len(self.name)
+
+    def key_state(self, key: str) -> KeyInfo:
+        return self._client.key_state(self.name, key)
+
+    def shut_down(self, *, drain: bool = False, drain_timeout: Seconds | None = None) -> DrainReport:
+        return self._client.shut_down(self.name, drain=drain, drain_timeout=drain_timeout)
+
+    def get(
+        self, *, max_keys: int = 1, wait: Seconds = 0, lease_ttl: Seconds | None = None, include_object: bool = False
+    ) -> builtins.list[Lease]:
+        return self._client.get(
+            self.name, max_keys=max_keys, wait=wait, lease_ttl=lease_ttl, include_object=include_object
+        )
+
+    def run(
+        self,
+        reconcile: SyncReconcile,
+        *,
+        concurrency: int = 1,
+        include_object: bool = False,
+        stop: threading.Event | None = None,
+        lease_ttl: Seconds | None = None,
+        drain_timeout: Seconds = 30.0,
+    ) -> None:
+        """Like ``SyncClient.run`` for this queue."""
+        self._client.run(
+            self.name,
+            reconcile,
+            concurrency=concurrency,
+            include_object=include_object,
+            stop=stop,
+            lease_ttl=lease_ttl,
+            drain_timeout=drain_timeout,
+        )
+
+    def _priority(self, priority: int | None) -> int | None:
+        return self.priority if priority is None else priority
+
+    def _reason(self, reason: str | None) -> str:
+        return self.reason if reason is None else reason
+
+
 class SyncCache:
     """The blocking face of ``Cache``."""
 
@@ -368,8 +525,17 @@ async def _run_in_threads(
 
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"reconcile-{queue}") as pool:
 
+        def sync_call(coroutine: Coroutine[Any, Any, Any]) -> Any:
+            # From a reconcile thread onto the client's loop, and back.
+            return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
+
         async def in_thread(request: Request) -> Result | None:
-            call = loop.run_in_executor(pool, reconcile, request)
+            # The same request (its cancellation and deadline shared), writing
+            # without await from the thread.
+            objects = None if request._objects is None else SyncObjects(request._objects, sync_call)
+            fields = {f.name: getattr(request, f.name) for f in dataclasses.fields(request) if f.init}
+            sync_request = SyncRequest(**{**fields, "_objects": objects})
+            call = loop.run_in_executor(pool, reconcile, sync_request)
             try:
                 return await asyncio.shield(call)
             except asyncio.CancelledError:

@@ -23,6 +23,7 @@ import grpc
 from ._wire import Seconds, from_duration, from_timestamp, seconds, to_duration
 from .errors import from_rpc_error
 from .lease import Lease
+from .objects import Objects
 from .request import Request, Result
 from .v1 import workqueue_pb2 as pb
 
@@ -103,6 +104,8 @@ class Worker:
     lease_ttl: Seconds | None
     drain_timeout: Seconds
     stop: asyncio.Event
+    #: The client's writes, bound to each lease in its Request.
+    objects: Objects | None = None
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -265,7 +268,7 @@ class _Stream:
         if self.stopping:
             logger.debug("stopping: %r goes back to the queue at half-close", lease.key)
             return
-        held = _Held(Request.from_lease(self.worker.queue, lease))
+        held = _Held(Request.from_lease(self.worker.queue, lease, self.worker.objects))
         held.set_deadline(lease.deadline, lease.ttl.total_seconds())
         self.held[lease.token] = held
         if self.extend_every is None and lease.ttl.total_seconds() > 0:

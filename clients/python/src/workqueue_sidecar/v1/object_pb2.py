@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19workqueue/v1/object.proto\x12\x0cworkqueue.v1\"1\n\x0cResourceType\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\"D\n\rWrittenObject\x12\x0c\n\x04json\x18\x01 \x01(\x0c\x12\x18\n\x10resource_version\x18\x02 \x01(\t\x12\x0b\n\x03uid\x18\x03 \x01(\t\"\x93\x01\n\x12\x41pplyObjectRequest\x12(\n\x04type\x18\x01 \x01(\x0b\x32\x1a.workqueue.v1.ResourceType\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0c\n\x04json\x18\x04 \x01(\x0c\x12\x15\n\rfield_manager\x18\x05 \x01(\t\x12\r\n\x05\x66orce\x18\x06 \x01(\x08\"B\n\x13\x41pplyObjectResponse\x12+\n\x06object\x18\x01 \x01(\x0b\x32\x1b.workqueue.v1.WrittenObject\"\xc2\x01\n\x12PatchObjectRequest\x12(\n\x04type\x18\x01 \x01(\x0b\x32\x1a.workqueue.v1.ResourceType\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12+\n\npatch_type\x18\x04 \x01(\x0e\x32\x17.workqueue.v1.PatchType\x12\r\n\x05patch\x18\x05 \x01(\x0c\x12\x0e\n\x06status\x18\x06 \x01(\x08\x12\x15\n\rfield_manager\x18\x07 \x01(\t\"B\n\x13PatchObjectResponse\x12+\n\x06object\x18\x01 \x01(\x0b\x32\x1b.workqueue.v1.WrittenObject\"w\n\x13\x43reateObjectRequest\x12(\n\x04type\x18\x01 \x01(\x0b\x32\x1a.workqueue.v1.ResourceType\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0c\n\x04json\x18\x03 \x01(\x0c\x12\x15\n\rfield_manager\x18\x04 \x01(\t\"C\n\x14\x43reateObjectResponse\x12+\n\x06object\x18\x01 \x01(\x0b\x32\x1b.workqueue.v1.WrittenObject\"\xd1\x01\n\x13\x44\x65leteObjectRequest\x12(\n\x04type\x18\x01 \x01(\x0b\x32\x1a.workqueue.v1.ResourceType\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x18\n\x10precondition_uid\x18\x04 \x01(\t\x12%\n\x1dprecondition_resource_version\x18\x05 \x01(\t\x12.\n\x0bpropagation\x18\x06 \x01(\x0e\x32\x19.workqueue.v1.Propagation\"Q\n\x14\x44\x65leteObjectResponse\x12\x0c\n\x04gone\x18\x01 \x01(\x08\x12+\n\x06object\x18\x02 \x01(\x0b\x32\x1b.workqueue.v1.WrittenObject*R\n\tPatchType\x12\x1a\n\x16PATCH_TYPE_UNSPECIFIED\x10\x00\x12\x14\n\x10PATCH_TYPE_MERGE\x10\x01\x12\x13\n\x0fPATCH_TYPE_JSON\x10\x02*z\n\x0bPropagation\x12\x1b\n\x17PROPAGATION_UNSPECIFIED\x10\x00\x12\x1a\n\x16PROPAGATION_BACKGROUND\x10\x01\x12\x1a\n\x16PROPAGATION_FOREGROUND\x10\x02\x12\x16\n\x12PROPAGATION_ORPHAN\x10\x03\x32\xe5\x02\n\rObjectService\x12R\n\x0b\x41pplyObject\x12 .workqueue.v1.ApplyObjectRequest\x1a!.workqueue.v1.ApplyObjectResponse\x12R\n\x0bPatchObject\x12 .workqueue.v1.PatchObjectRequest\x1a!.workqueue.v1.PatchObjectResponse\x12U\n\x0c\x43reateObject\x12!.workqueue.v1.CreateObjectRequest\x1a\".workqueue.v1.CreateObjectResponse\x12U\n\x0c\x44\x65leteObject\x12!.workqueue.v1.DeleteObjectRequest\x1a\".workqueue.v1.DeleteObjectResponseBSZQgithub.com/workqueue-sidecar/workqueue-sidecar/clients/go/workqueuev1;workqueuev1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19workqueue/v1/object.proto\x12\x0cworkqueue.v1\"1\n\x0cResourceType\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\"5\n\x08LeaseRef\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\r\n\x05token\x18\x03 \x01(\x04\"D\n\rWrittenObject\x12\x0c\n\x04json\x18\x01 \x01(\x0c\x12\x18\n\x10resource_version\x18\x02 \x01(\t\x12\x0b\n\x03uid\x18\x03 \x01(\t\"\xba\x01\n\x12\x41pplyObjectRequest\x12(\n\x04type\x18\x01 \x01(\x0b\x32\x1a.workqueue.v1.ResourceType\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0c\n\x04json\x18\x04 \x01(\x0c\x12\x15\n\rfield_manager\x18\x05 \x01(\t\x12\r\n\x05\x66orce\x18\x06 \x01(\x08\x12%\n\x05lease\x18\x07 \x01(\x0b\x32\x16.workqueue.v1.LeaseRef\"B\n\x13\x41pplyObjectResponse\x12+\n\x06object\x18\x01 \x01(\x0b\x32\x1b.workqueue.v1.WrittenObject\"\xe9\x01\n\x12PatchObjectRequest\x12(\n\x04type\x18\x01 \x01(\x0b\x32\x1a.workqueue.v1.ResourceType\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12+\n\npatch_type\x18\x04 \x01(\x0e\x32\x17.workqueue.v1.PatchType\x12\r\n\x05patch\x18\x05 \x01(\x0c\x12\x0e\n\x06status\x18\x06 \x01(\x08\x12\x15\n\rfield_manager\x18\x07 \x01(\t\x12%\n\x05lease\x18\x08 \x01(\x0b\x32\x16.workqueue.v1.LeaseRef\"B\n\x13PatchObjectResponse\x12+\n\x06object\x18\x01 \x01(\x0b\x32\x1b.workqueue.v1.WrittenObject\"\x9e\x01\n\x13\x43reateObjectRequest\x12(\n\x04type\x18\x01 \x01(\x0b\x32\x1a.workqueue.v1.ResourceType\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0c\n\x04json\x18\x03 \x01(\x0c\x12\x15\n\rfield_manager\x18\x04 \x01(\t\x12%\n\x05lease\x18\x05 \x01(\x0b\x32\x16.workqueue.v1.LeaseRef\"C\n\x14\x43reateObjectResponse\x12+\n\x06object\x18\x01 \x01(\x0b\x32\x1b.workqueue.v1.WrittenObject\"\xf8\x01\n\x13\x44\x65leteObjectRequest\x12(\n\x04type\x18\x01 \x01(\x0b\x32\x1a.workqueue.v1.ResourceType\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x18\n\x10precondition_uid\x18\x04 \x01(\t\x12%\n\x1dprecondition_resource_version\x18\x05 \x01(\t\x12.\n\x0bpropagation\x18\x06 \x01(\x0e\x32\x19.workqueue.v1.Propagation\x12%\n\x05lease\x18\x07 \x01(\x0b\x32\x16.workqueue.v1.LeaseRef\"Q\n\x14\x44\x65leteObjectResponse\x12\x0c\n\x04gone\x18\x01 \x01(\x08\x12+\n\x06object\x18\x02 \x01(\x0b\x32\x1b.workqueue.v1.WrittenObject*R\n\tPatchType\x12\x1a\n\x16PATCH_TYPE_UNSPECIFIED\x10\x00\x12\x14\n\x10PATCH_TYPE_MERGE\x10\x01\x12\x13\n\x0fPATCH_TYPE_JSON\x10\x02*z\n\x0bPropagation\x12\x1b\n\x17PROPAGATION_UNSPECIFIED\x10\x00\x12\x1a\n\x16PROPAGATION_BACKGROUND\x10\x01\x12\x1a\n\x16PROPAGATION_FOREGROUND\x10\x02\x12\x16\n\x12PROPAGATION_ORPHAN\x10\x03\x32\xe5\x02\n\rObjectService\x12R\n\x0b\x41pplyObject\x12 .workqueue.v1.ApplyObjectRequest\x1a!.workqueue.v1.ApplyObjectResponse\x12R\n\x0bPatchObject\x12 .workqueue.v1.PatchObjectRequest\x1a!.workqueue.v1.PatchObjectResponse\x12U\n\x0c\x43reateObject\x12!.workqueue.v1.CreateObjectRequest\x1a\".workqueue.v1.CreateObjectResponse\x12U\n\x0c\x44\x65leteObject\x12!.workqueue.v1.DeleteObjectRequest\x1a\".workqueue.v1.DeleteObjectResponseBSZQgithub.com/workqueue-sidecar/workqueue-sidecar/clients/go/workqueuev1;workqueuev1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,30 +33,32 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'workqueue.v1.object_pb2', _
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'ZQgithub.com/workqueue-sidecar/workqueue-sidecar/clients/go/workqueuev1;workqueuev1'
-  _globals['_PATCHTYPE']._serialized_start=1132
-  _globals['_PATCHTYPE']._serialized_end=1214
-  _globals['_PROPAGATION']._serialized_start=1216
-  _globals['_PROPAGATION']._serialized_end=1338
+  _globals['_PATCHTYPE']._serialized_start=1344
+  _globals['_PATCHTYPE']._serialized_end=1426
+  _globals['_PROPAGATION']._serialized_start=1428
+  _globals['_PROPAGATION']._serialized_end=1550
   _globals['_RESOURCETYPE']._serialized_start=43
   _globals['_RESOURCETYPE']._serialized_end=92
-  _globals['_WRITTENOBJECT']._serialized_start=94
-  _globals['_WRITTENOBJECT']._serialized_end=162
-  _globals['_APPLYOBJECTREQUEST']._serialized_start=165
-  _globals['_APPLYOBJECTREQUEST']._serialized_end=312
-  _globals['_APPLYOBJECTRESPONSE']._serialized_start=314
-  _globals['_APPLYOBJECTRESPONSE']._serialized_end=380
-  _globals['_PATCHOBJECTREQUEST']._serialized_start=383
-  _globals['_PATCHOBJECTREQUEST']._serialized_end=577
-  _globals['_PATCHOBJECTRESPONSE']._serialized_start=579
-  _globals['_PATCHOBJECTRESPONSE']._serialized_end=645
-  _globals['_CREATEOBJECTREQUEST']._serialized_start=647
-  _globals['_CREATEOBJECTREQUEST']._serialized_end=766
-  _globals['_CREATEOBJECTRESPONSE']._serialized_start=768
-  _globals['_CREATEOBJECTRESPONSE']._serialized_end=835
-  _globals['_DELETEOBJECTREQUEST']._serialized_start=838
-  _globals['_DELETEOBJECTREQUEST']._serialized_end=1047
-  _globals['_DELETEOBJECTRESPONSE']._serialized_start=1049
-  _globals['_DELETEOBJECTRESPONSE']._serialized_end=1130
-  _globals['_OBJECTSERVICE']._serialized_start=1341
-  _globals['_OBJECTSERVICE']._serialized_end=1698
+  _globals['_LEASEREF']._serialized_start=94
+  _globals['_LEASEREF']._serialized_end=147
+  _globals['_WRITTENOBJECT']._serialized_start=149
+  _globals['_WRITTENOBJECT']._serialized_end=217
+  _globals['_APPLYOBJECTREQUEST']._serialized_start=220
+  _globals['_APPLYOBJECTREQUEST']._serialized_end=406
+  _globals['_APPLYOBJECTRESPONSE']._serialized_start=408
+  _globals['_APPLYOBJECTRESPONSE']._serialized_end=474
+  _globals['_PATCHOBJECTREQUEST']._serialized_start=477
+  _globals['_PATCHOBJECTREQUEST']._serialized_end=710
+  _globals['_PATCHOBJECTRESPONSE']._serialized_start=712
+  _globals['_PATCHOBJECTRESPONSE']._serialized_end=778
+  _globals['_CREATEOBJECTREQUEST']._serialized_start=781
+  _globals['_CREATEOBJECTREQUEST']._serialized_end=939
+  _globals['_CREATEOBJECTRESPONSE']._serialized_start=941
+  _globals['_CREATEOBJECTRESPONSE']._serialized_end=1008
+  _globals['_DELETEOBJECTREQUEST']._serialized_start=1011
+  _globals['_DELETEOBJECTREQUEST']._serialized_end=1259
+  _globals['_DELETEOBJECTRESPONSE']._serialized_start=1261
+  _globals['_DELETEOBJECTRESPONSE']._serialized_end=1342
+  _globals['_OBJECTSERVICE']._serialized_start=1553
+  _globals['_OBJECTSERVICE']._serialized_end=1910
 # @@protoc_insertion_point(module_scope)

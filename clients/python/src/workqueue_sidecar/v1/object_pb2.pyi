@@ -35,6 +35,16 @@ class ResourceType(_message.Message):
     kind: str
     def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ...) -> None: ...
 
+class LeaseRef(_message.Message):
+    __slots__ = ("queue", "key", "token")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    key: str
+    token: int
+    def __init__(self, queue: _Optional[str] = ..., key: _Optional[str] = ..., token: _Optional[int] = ...) -> None: ...
+
 class WrittenObject(_message.Message):
     __slots__ = ("json", "resource_version", "uid")
     JSON_FIELD_NUMBER: _ClassVar[int]
@@ -46,20 +56,22 @@ class WrittenObject(_message.Message):
     def __init__(self, json: _Optional[bytes] = ..., resource_version: _Optional[str] = ..., uid: _Optional[str] = ...) -> None: ...
 
 class ApplyObjectRequest(_message.Message):
-    __slots__ = ("type", "namespace", "name", "json", "field_manager", "force")
+    __slots__ = ("type", "namespace", "name", "json", "field_manager", "force", "lease")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     JSON_FIELD_NUMBER: _ClassVar[int]
     FIELD_MANAGER_FIELD_NUMBER: _ClassVar[int]
     FORCE_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
     type: ResourceType
     namespace: str
     name: str
     json: bytes
     field_manager: str
     force: bool
-    def __init__(self, type: _Optional[_Union[ResourceType, _Mapping]] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., json: _Optional[bytes] = ..., field_manager: _Optional[str] = ..., force: _Optional[bool] = ...) -> None: ...
+    lease: LeaseRef
+    def __init__(self, type: _Optional[_Union[ResourceType, _Mapping]] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., json: _Optional[bytes] = ..., field_manager: _Optional[str] = ..., force: _Optional[bool] = ..., lease: _Optional[_Union[LeaseRef, _Mapping]] = ...) -> None: ...
 
 class ApplyObjectResponse(_message.Message):
     __slots__ = ("object",)
@@ -68,7 +80,7 @@ class ApplyObjectResponse(_message.Message):
     def __init__(self, object: _Optional[_Union[WrittenObject, _Mapping]] = ...) -> None: ...
 
 class PatchObjectRequest(_message.Message):
-    __slots__ = ("type", "namespace", "name", "patch_type", "patch", "status", "field_manager")
+    __slots__ = ("type", "namespace", "name", "patch_type", "patch", "status", "field_manager", "lease")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -76,6 +88,7 @@ class PatchObjectRequest(_message.Message):
     PATCH_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     FIELD_MANAGER_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
     type: ResourceType
     namespace: str
     name: str
@@ -83,7 +96,8 @@ class PatchObjectRequest(_message.Message):
     patch: bytes
     status: bool
     field_manager: str
-    def __init__(self, type: _Optional[_Union[ResourceType, _Mapping]] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., patch_type: _Optional[_Union[PatchType, str]] = ..., patch: _Optional[bytes] = ..., status: _Optional[bool] = ..., field_manager: _Optional[str] = ...) -> None: ...
+    lease: LeaseRef
+    def __init__(self, type: _Optional[_Union[ResourceType, _Mapping]] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., patch_type: _Optional[_Union[PatchType, str]] = ..., patch: _Optional[bytes] = ..., status: _Optional[bool] = ..., field_manager: _Optional[str] = ..., lease: _Optional[_Union[LeaseRef, _Mapping]] = ...) -> None: ...
 
 class PatchObjectResponse(_message.Message):
     __slots__ = ("object",)
@@ -92,16 +106,18 @@ class PatchObjectResponse(_message.Message):
     def __init__(self, object: _Optional[_Union[WrittenObject, _Mapping]] = ...) -> None: ...
 
 class CreateObjectRequest(_message.Message):
-    __slots__ = ("type", "namespace", "json", "field_manager")
+    __slots__ = ("type", "namespace", "json", "field_manager", "lease")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     JSON_FIELD_NUMBER: _ClassVar[int]
     FIELD_MANAGER_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
     type: ResourceType
     namespace: str
     json: bytes
     field_manager: str
-    def __init__(self, type: _Optional[_Union[ResourceType, _Mapping]] = ..., namespace: _Optional[str] = ..., json: _Optional[bytes] = ..., field_manager: _Optional[str] = ...) -> None: ...
+    lease: LeaseRef
+    def __init__(self, type: _Optional[_Union[ResourceType, _Mapping]] = ..., namespace: _Optional[str] = ..., json: _Optional[bytes] = ..., field_manager: _Optional[str] = ..., lease: _Optional[_Union[LeaseRef, _Mapping]] = ...) -> None: ...
 
 class CreateObjectResponse(_message.Message):
     __slots__ = ("object",)
@@ -110,20 +126,22 @@ class CreateObjectResponse(_message.Message):
     def __init__(self, object: _Optional[_Union[WrittenObject, _Mapping]] = ...) -> None: ...
 
 class DeleteObjectRequest(_message.Message):
-    __slots__ = ("type", "namespace", "name", "precondition_uid", "precondition_resource_version", "propagation")
+    __slots__ = ("type", "namespace", "name", "precondition_uid", "precondition_resource_version", "propagation", "lease")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PRECONDITION_UID_FIELD_NUMBER: _ClassVar[int]
     PRECONDITION_RESOURCE_VERSION_FIELD_NUMBER: _ClassVar[int]
     PROPAGATION_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
     type: ResourceType
     namespace: str
     name: str
     precondition_uid: str
     precondition_resource_version: str
     propagation: Propagation
-    def __init__(self, type: _Optional[_Union[ResourceType, _Mapping]] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., precondition_uid: _Optional[str] = ..., precondition_resource_version: _Optional[str] = ..., propagation: _Optional[_Union[Propagation, str]] = ...) -> None: ...
+    lease: LeaseRef
+    def __init__(self, type: _Optional[_Union[ResourceType, _Mapping]] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., precondition_uid: _Optional[str] = ..., precondition_resource_version: _Optional[str] = ..., propagation: _Optional[_Union[Propagation, str]] = ..., lease: _Optional[_Union[LeaseRef, _Mapping]] = ...) -> None: ...
 
 class DeleteObjectResponse(_message.Message):
     __slots__ = ("gone", "object")

@@ -36,6 +36,7 @@ class KeyState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     KEY_STATE_QUEUED: _ClassVar[KeyState]
     KEY_STATE_WAITING: _ClassVar[KeyState]
     KEY_STATE_HELD: _ClassVar[KeyState]
+    KEY_STATE_SETTLING: _ClassVar[KeyState]
 REASON_KIND_UNSPECIFIED: ReasonKind
 REASON_KIND_MANUAL: ReasonKind
 REASON_KIND_INITIAL_LIST: ReasonKind
@@ -54,6 +55,7 @@ KEY_STATE_ABSENT: KeyState
 KEY_STATE_QUEUED: KeyState
 KEY_STATE_WAITING: KeyState
 KEY_STATE_HELD: KeyState
+KEY_STATE_SETTLING: KeyState
 
 class Reason(_message.Message):
     __slots__ = ("kind", "source", "detail")
@@ -66,7 +68,7 @@ class Reason(_message.Message):
     def __init__(self, kind: _Optional[_Union[ReasonKind, str]] = ..., source: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class Lease(_message.Message):
-    __slots__ = ("key", "token", "deadline", "ttl", "priority", "failures", "reasons", "enqueued_at", "last_error", "object")
+    __slots__ = ("key", "token", "deadline", "ttl", "priority", "failures", "reasons", "enqueued_at", "last_error", "object", "deleting", "deletion_timestamp")
     KEY_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
@@ -77,6 +79,8 @@ class Lease(_message.Message):
     ENQUEUED_AT_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
+    DELETING_FIELD_NUMBER: _ClassVar[int]
+    DELETION_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
     key: str
     token: int
     deadline: _timestamp_pb2.Timestamp
@@ -87,7 +91,9 @@ class Lease(_message.Message):
     enqueued_at: _timestamp_pb2.Timestamp
     last_error: str
     object: _cache_pb2.CachedObject
-    def __init__(self, key: _Optional[str] = ..., token: _Optional[int] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority: _Optional[int] = ..., failures: _Optional[int] = ..., reasons: _Optional[_Iterable[_Union[Reason, _Mapping]]] = ..., enqueued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., object: _Optional[_Union[_cache_pb2.CachedObject, _Mapping]] = ...) -> None: ...
+    deleting: bool
+    deletion_timestamp: _timestamp_pb2.Timestamp
+    def __init__(self, key: _Optional[str] = ..., token: _Optional[int] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority: _Optional[int] = ..., failures: _Optional[int] = ..., reasons: _Optional[_Iterable[_Union[Reason, _Mapping]]] = ..., enqueued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., object: _Optional[_Union[_cache_pb2.CachedObject, _Mapping]] = ..., deleting: _Optional[bool] = ..., deletion_timestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class AddRequest(_message.Message):
     __slots__ = ("queue", "keys", "priority", "reason")
@@ -220,18 +226,20 @@ class LenRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ...) -> None: ...
 
 class LenResponse(_message.Message):
-    __slots__ = ("ready", "waiting", "held", "ready_by_priority", "dirty")
+    __slots__ = ("ready", "waiting", "held", "ready_by_priority", "dirty", "settling")
     READY_FIELD_NUMBER: _ClassVar[int]
     WAITING_FIELD_NUMBER: _ClassVar[int]
     HELD_FIELD_NUMBER: _ClassVar[int]
     READY_BY_PRIORITY_FIELD_NUMBER: _ClassVar[int]
     DIRTY_FIELD_NUMBER: _ClassVar[int]
+    SETTLING_FIELD_NUMBER: _ClassVar[int]
     ready: int
     waiting: int
     held: int
     ready_by_priority: _containers.RepeatedCompositeFieldContainer[PriorityCount]
     dirty: int
-    def __init__(self, ready: _Optional[int] = ..., waiting: _Optional[int] = ..., held: _Optional[int] = ..., ready_by_priority: _Optional[_Iterable[_Union[PriorityCount, _Mapping]]] = ..., dirty: _Optional[int] = ...) -> None: ...
+    settling: int
+    def __init__(self, ready: _Optional[int] = ..., waiting: _Optional[int] = ..., held: _Optional[int] = ..., ready_by_priority: _Optional[_Iterable[_Union[PriorityCount, _Mapping]]] = ..., dirty: _Optional[int] = ..., settling: _Optional[int] = ...) -> None: ...
 
 class PriorityCount(_message.Message):
     __slots__ = ("priority", "count")
@@ -326,7 +334,7 @@ class KeyStateRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
 
 class KeyStateResponse(_message.Message):
-    __slots__ = ("state", "priority", "failures", "last_error", "reasons", "queued_since", "waiting_until", "held_until", "holder", "dirty")
+    __slots__ = ("state", "priority", "failures", "last_error", "reasons", "queued_since", "waiting_until", "held_until", "holder", "dirty", "settling_until")
     STATE_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     FAILURES_FIELD_NUMBER: _ClassVar[int]
@@ -337,6 +345,7 @@ class KeyStateResponse(_message.Message):
     HELD_UNTIL_FIELD_NUMBER: _ClassVar[int]
     HOLDER_FIELD_NUMBER: _ClassVar[int]
     DIRTY_FIELD_NUMBER: _ClassVar[int]
+    SETTLING_UNTIL_FIELD_NUMBER: _ClassVar[int]
     state: KeyState
     priority: int
     failures: int
@@ -347,7 +356,8 @@ class KeyStateResponse(_message.Message):
     held_until: _timestamp_pb2.Timestamp
     holder: str
     dirty: bool
-    def __init__(self, state: _Optional[_Union[KeyState, str]] = ..., priority: _Optional[int] = ..., failures: _Optional[int] = ..., last_error: _Optional[str] = ..., reasons: _Optional[_Iterable[_Union[Reason, _Mapping]]] = ..., queued_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., waiting_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., held_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., holder: _Optional[str] = ..., dirty: _Optional[bool] = ...) -> None: ...
+    settling_until: _timestamp_pb2.Timestamp
+    def __init__(self, state: _Optional[_Union[KeyState, str]] = ..., priority: _Optional[int] = ..., failures: _Optional[int] = ..., last_error: _Optional[str] = ..., reasons: _Optional[_Iterable[_Union[Reason, _Mapping]]] = ..., queued_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., waiting_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., held_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., holder: _Optional[str] = ..., dirty: _Optional[bool] = ..., settling_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class WorkRequest(_message.Message):
     __slots__ = ("open", "credit", "finish", "extend")
