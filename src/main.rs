@@ -52,12 +52,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         None => Config::standalone(),
     };
     if cli.check_config {
-        for queue in &config.queues {
-            println!("queue {}: {:?}", queue.name, queue.settings);
-        }
-        for informer in &config.informers {
-            println!("informer {}: {:?}", informer.name, informer);
-        }
+        let source = cli.config.as_deref().map_or("no config file (standalone)".into(), |p| p.display().to_string());
+        println!("{source}: valid\n");
+        print!("{}", config.summary());
         return Ok(());
     }
     let options = Options {

@@ -196,6 +196,19 @@ fn check_config_should_refuse_what_the_api_server_or_the_queue_would_refuse_late
 }
 
 #[test]
+fn check_config_should_print_a_summary_of_the_wiring_and_exit_zero() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar"))
+        .args(["--config", "deploy/overlays/users/config.yaml", "--check-config"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    for line in ["deploy/overlays/users/config.yaml: valid", "informers (2):", "  users:\n    primary: users"] {
+        assert!(stdout.contains(line), "{line:?} not in:\n{stdout}");
+    }
+}
+
+#[test]
 fn remote_address_should_need_allow_remote() {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar"))
         .args(["--tcp", "0.0.0.0:0"])
