@@ -29,6 +29,7 @@ type configMap struct {
 // Cache reads and lease objects from a real informer: ConfigMaps of the
 // local control plane (hack/control-plane), selected by a label unique to
 // the run. Skipped without WQS_KUBECONFIG.
+// conformance: C11
 func TestCacheReadsAndLeaseObjectsFromARealInformer(t *testing.T) {
 	kubeconfig := os.Getenv("WQS_KUBECONFIG")
 	if kubeconfig == "" {

@@ -142,6 +142,7 @@ func TestStaleTokensAreErrStaleLease(t *testing.T) {
 	}
 }
 
+// conformance: C10
 func TestUnknownQueueIsErrUnknownQueue(t *testing.T) {
 	sc := startSidecar(t)
 	q := dial(t, sc).Queue("no-such-queue")

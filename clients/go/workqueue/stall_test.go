@@ -98,6 +98,7 @@ type commit struct {
 	start, end int64
 }
 
+// conformance: C6
 func TestAStoppedWorkerNeverCommitsWhileAnotherHoldsTheKey(t *testing.T) {
 	s := startSidecar(t)
 	client := dial(t, s)

@@ -90,6 +90,7 @@ func keyState(t *testing.T, q *workqueue.Queue, key string) workqueue.KeyStatus 
 	return st
 }
 
+// conformance: C1
 func TestRunSuccessForgetsTheKeyAndItsFailures(t *testing.T) {
 	sc := startSidecar(t)
 	q := dial(t, sc).Queue("default")
@@ -116,6 +117,7 @@ func TestRunSuccessForgetsTheKeyAndItsFailures(t *testing.T) {
 	}
 }
 
+// conformance: C2
 func TestRunErrorRetriesWithBackoffAndCountsFailures(t *testing.T) {
 	config := writeConfig(t, `
 queues:
@@ -168,6 +170,7 @@ queues:
 	})
 }
 
+// conformance: C3
 func TestRunRequeueAfterBringsTheKeyBackLater(t *testing.T) {
 	sc := startSidecar(t)
 	q := dial(t, sc).Queue("default")
@@ -200,6 +203,7 @@ func TestRunRequeueAfterBringsTheKeyBackLater(t *testing.T) {
 	}
 }
 
+// conformance: C4
 func TestRunExtendsTheLeaseOfASlowReconcile(t *testing.T) {
 	config := writeConfig(t, `
 queues:
@@ -244,6 +248,7 @@ queues:
 	}
 }
 
+// conformance: C5
 func TestRunCancelsReconcilesWhenTheSidecarShutsDown(t *testing.T) {
 	sc := startSidecar(t, "--grace-period", "1s")
 	q := dial(t, sc).Queue("default")
@@ -305,6 +310,7 @@ func TestRunCancelsWhenTheQueueShutsDownAndStillFinishes(t *testing.T) {
 	}
 }
 
+// conformance: C7
 func TestRunStopsGracefullyAndHandsKeysBack(t *testing.T) {
 	sc := startSidecar(t)
 	q := dial(t, sc).Queue("default")
@@ -406,6 +412,7 @@ func TestRunStopTimeoutCancelsAndHandsBack(t *testing.T) {
 	}
 }
 
+// conformance: C9
 func TestRunNeverExceedsConcurrency(t *testing.T) {
 	sc := startSidecar(t)
 	q := dial(t, sc).Queue("default")
@@ -461,6 +468,7 @@ func TestRunRecoversAPanicAsARetry(t *testing.T) {
 	}
 }
 
+// conformance: C8
 func TestRunReconnectsAfterTheSidecarRestarts(t *testing.T) {
 	socket := t.TempDir() + "/wq.sock"
 	first := startSidecar(t, "--unix", socket, "--tcp", "off")

@@ -59,6 +59,7 @@ def names(objects: list[dict[str, Any]]) -> list[str]:
     return [o["metadata"]["name"] for o in objects]
 
 
+# conformance: C11
 async def test_cache_reads_should_serve_the_informer_cache(
     cache_sidecar: Sidecar, namespace: tuple[k8s.CoreV1Api, str]
 ) -> None:

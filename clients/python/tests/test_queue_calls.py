@@ -86,6 +86,7 @@ async def test_get_should_return_nothing_when_no_key_becomes_ready(client: Clien
     assert await client.get("default", wait=0.1) == []
 
 
+# conformance: C10
 async def test_errors_should_map_to_their_exceptions(client: Client) -> None:
     with pytest.raises(UnknownQueueError, match="nope"):
         await client.add("nope", "ns/a")

@@ -29,6 +29,7 @@ def start_worker(sidecar: Sidecar, log: Path, concurrency: int) -> subprocess.Po
     return subprocess.Popen(command, text=True)
 
 
+# conformance: C6
 def test_a_stopped_worker_should_never_commit_while_another_holds_the_key(sidecar: Sidecar, tmp_path: Path) -> None:
     log = tmp_path / "reconciles.log"
     with SyncClient.connect(sidecar.target) as client:

@@ -109,6 +109,7 @@ def test_a_sync_reconcile_should_see_cancelled_and_keep_its_lease_until_it_retur
     assert not worker.is_alive()
 
 
+# conformance: C7
 def test_sync_run_should_stop_gracefully_on_sigterm(sidecar: Sidecar) -> None:
     """A pod's container gets SIGTERM: the worker finishes its running reconcile and exits 0."""
     program = Path(__file__).parent / "programs" / "sync_worker.py"

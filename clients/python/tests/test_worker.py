@@ -42,6 +42,7 @@ class Calls:
         return [r for r in self.requests if r.key == key]
 
 
+# conformance: C1
 async def test_success_should_forget_the_key(client: Client) -> None:
     calls = Calls()
 
@@ -58,6 +59,7 @@ async def test_success_should_forget_the_key(client: Client) -> None:
     assert await client.num_requeues("default", "ns/a") == 0
 
 
+# conformance: C2
 async def test_an_exception_should_retry_with_backoff_and_count_failures(start_sidecar: StartSidecar) -> None:
     sidecar = start_sidecar(config=SLOW_BACKOFF)
     calls = Calls()
@@ -83,6 +85,7 @@ async def test_an_exception_should_retry_with_backoff_and_count_failures(start_s
     assert calls.started[2] - calls.started[1] >= 0.38
 
 
+# conformance: C3
 async def test_requeue_after_should_bring_the_key_back_after_the_delay(client: Client) -> None:
     calls = Calls()
 
@@ -99,6 +102,7 @@ async def test_requeue_after_should_bring_the_key_back_after_the_delay(client: C
     assert {r.kind for r in calls.requests[1].reasons} == {ReasonKind.REQUEUE_AFTER}
 
 
+# conformance: C4
 async def test_a_slow_reconcile_should_keep_its_lease_past_the_ttl(start_sidecar: StartSidecar) -> None:
     sidecar = start_sidecar(config=SHORT_LEASES)
     calls = Calls()
@@ -123,6 +127,7 @@ async def test_a_slow_reconcile_should_keep_its_lease_past_the_ttl(start_sidecar
     assert (deadlines[-1] - deadlines[0]).total_seconds() >= 2, "the deadline did not move"
 
 
+# conformance: C5
 async def test_a_lost_lease_should_cancel_its_reconcile(start_sidecar: StartSidecar) -> None:
     sidecar = start_sidecar(config=SHORT_LEASES)
     calls = Calls()
@@ -151,6 +156,7 @@ async def test_a_lost_lease_should_cancel_its_reconcile(start_sidecar: StartSide
     assert calls.requests[1].failures == 1
 
 
+# conformance: C6
 async def test_a_frozen_sidecar_should_cancel_the_reconcile_at_its_lease_deadline(
     start_sidecar: StartSidecar,
 ) -> None:
@@ -229,6 +235,7 @@ async def test_shut_down_without_drain_should_cancel_and_retry(sidecar: Sidecar,
     assert state.last_error.startswith("cancelled: ")
 
 
+# conformance: C7
 async def test_graceful_stop_should_finish_running_reconciles(client: Client) -> None:
     started = asyncio.Event()
 
@@ -270,6 +277,7 @@ async def test_graceful_stop_should_hand_held_keys_back(client: Client) -> None:
     assert (await client.len("default")).held == 0
 
 
+# conformance: C9
 async def test_concurrency_should_limit_reconciles_running_at_once(client: Client) -> None:
     running_now = 0
     most = 0
@@ -291,6 +299,7 @@ async def test_concurrency_should_limit_reconciles_running_at_once(client: Clien
     assert sorted(finished) == sorted(keys)
 
 
+# conformance: C8
 async def test_a_broken_stream_should_cancel_reconciles_and_reconnect(start_sidecar: StartSidecar) -> None:
     first = start_sidecar()
     seen: list[str] = []
@@ -319,6 +328,7 @@ async def test_a_broken_stream_should_cancel_reconciles_and_reconnect(start_side
                 await eventually(lambda: _phase(other, "ns/after", KeyPhase.ABSENT))
 
 
+# conformance: C10
 async def test_run_should_raise_for_an_unknown_queue(client: Client) -> None:
     async def reconcile(request: Request) -> None:
         raise AssertionError("no key should come")
