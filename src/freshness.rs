@@ -116,6 +116,9 @@ struct PendingWrite {
     expects: Vec<(usize, Arc<str>, Expect)>,
     lease: Option<(Arc<str>, Arc<str>)>,
     at: Instant,
+    /// How long it is waited for: [`READ_BOUND`], or its lease's queue's
+    /// `settle_timeout` when longer (its key waits that long).
+    bound: Duration,
 }
 
 impl Freshness {
@@ -202,7 +205,7 @@ impl Freshness {
             .writes
             .iter()
             .filter(|(_, w)| {
-                now.saturating_duration_since(w.at) >= READ_BOUND
+                now.saturating_duration_since(w.at) >= w.bound
                     || w.expects.iter().all(|(cache, key, expect)| seen(&self.caches[*cache].informer, key, *expect))
             })
             .map(|(id, _)| *id)
@@ -282,7 +285,10 @@ impl WriteTicket {
             }
             return;
         }
-        ledger.insert(PendingWrite { expects, lease, at: Instant::now() });
+        let settle =
+            lease.as_ref().and_then(|(queue, _)| freshness.queues.get(queue)).map(|q| q.settings().settle_timeout);
+        let bound = settle.map_or(READ_BOUND, |settle| settle.max(READ_BOUND));
+        ledger.insert(PendingWrite { expects, lease, at: Instant::now(), bound });
         freshness.pending.store(ledger.writes.len(), Ordering::Release);
         drop(ledger);
         // The watch may have delivered the write while it was being noted,
