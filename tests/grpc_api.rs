@@ -273,7 +273,9 @@ async fn errors_should_carry_their_documented_codes() {
     assert_eq!(s.client.done(zero).await.unwrap_err().code(), Code::InvalidArgument);
     // FAILED_PRECONDITION: stale token, and it changes nothing.
     let stale = pb::DoneRequest { queue: "default".into(), key: "k".into(), token: lease.token + 1 };
-    assert_eq!(s.client.done(stale).await.unwrap_err().code(), Code::FailedPrecondition);
+    let refused = s.client.done(stale).await.unwrap_err();
+    assert_eq!(refused.code(), Code::FailedPrecondition);
+    assert_eq!(reason(&refused), ("workqueue-sidecar".into(), "STALE_LEASE".into()), "told apart from NO_KUBERNETES");
     s.client.done(done("default", &lease)).await.unwrap();
     assert_eq!(
         s.client.done(done("default", &lease)).await.unwrap_err().code(),
@@ -650,4 +652,12 @@ async fn writes_to_a_sidecar_without_kubernetes_should_fail_their_precondition_s
     let status = ObjectServiceClient::new(s.channel.clone()).delete_object(request).await.unwrap_err();
     assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
     assert!(status.message().contains("runs without Kubernetes"), "{}", status.message());
+    assert_eq!(reason(&status), ("workqueue-sidecar".into(), "NO_KUBERNETES".into()), "told apart from STALE_LEASE");
+}
+
+/// The ErrorInfo detail's domain and reason.
+fn reason(status: &tonic::Status) -> (String, String) {
+    use tonic_types::StatusExt;
+    let info = status.get_details_error_info().unwrap_or_else(|| panic!("no ErrorInfo in {status:?}"));
+    (info.domain, info.reason)
 }

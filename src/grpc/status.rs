@@ -10,6 +10,10 @@ use crate::queue::QueueError;
 
 /// The `domain` of the ErrorInfo detail carried by the API server's refusals.
 pub const KUBERNETES_ERROR_DOMAIN: &str = "k8s.io";
+/// The `domain` of the ErrorInfo detail of the sidecar's own refusals that
+/// share a code with others: `STALE_LEASE` and `NO_KUBERNETES` (both
+/// FAILED_PRECONDITION).
+pub const SIDECAR_ERROR_DOMAIN: &str = "workqueue-sidecar";
 
 /// Why a request was refused before or by the queue.
 #[derive(Debug, thiserror::Error)]
@@ -58,9 +62,17 @@ impl From<ApiError> for Status {
             ApiError::Write(WriteError::Refused(refusal)) => {
                 Status::with_error_details(code, err.to_string(), refusal_details(refusal))
             }
+            ApiError::Queue(QueueError::StaleToken { .. }) => sidecar_refusal(code, &err, "STALE_LEASE"),
+            ApiError::NoKubernetes => sidecar_refusal(code, &err, "NO_KUBERNETES"),
             _ => Status::new(code, err.to_string()),
         }
     }
+}
+
+/// A refusal of the sidecar's own, with its reason as an ErrorInfo.
+fn sidecar_refusal(code: Code, err: &ApiError, reason: &str) -> Status {
+    let details = ErrorDetails::with_error_info(reason, SIDECAR_ERROR_DOMAIN, []);
+    Status::with_error_details(code, err.to_string(), details)
 }
 
 /// The API server's reason and HTTP status as an ErrorInfo, and its causes

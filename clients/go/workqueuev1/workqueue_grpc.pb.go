@@ -74,7 +74,9 @@ const (
 // Errors (gRPC status codes): unknown queue NOT_FOUND; empty key or bad field
 // INVALID_ARGUMENT; stale or unknown lease token FAILED_PRECONDITION; queue
 // shut down or this sidecar not the leader UNAVAILABLE; over a server limit
-// (batch size, lease count) RESOURCE_EXHAUSTED.
+// (batch size, lease count) RESOURCE_EXHAUSTED. A stale token's
+// FAILED_PRECONDITION carries a google.rpc.ErrorInfo with domain
+// "workqueue-sidecar" and reason "STALE_LEASE".
 type WorkQueueServiceClient interface {
 	// Add queues keys to be processed now (client-go Add). A key already
 	// queued is merged (its priority is raised, never lowered); a key waiting
@@ -350,7 +352,9 @@ type WorkQueueService_WorkClient = grpc.BidiStreamingClient[WorkRequest, WorkRes
 // Errors (gRPC status codes): unknown queue NOT_FOUND; empty key or bad field
 // INVALID_ARGUMENT; stale or unknown lease token FAILED_PRECONDITION; queue
 // shut down or this sidecar not the leader UNAVAILABLE; over a server limit
-// (batch size, lease count) RESOURCE_EXHAUSTED.
+// (batch size, lease count) RESOURCE_EXHAUSTED. A stale token's
+// FAILED_PRECONDITION carries a google.rpc.ErrorInfo with domain
+// "workqueue-sidecar" and reason "STALE_LEASE".
 type WorkQueueServiceServer interface {
 	// Add queues keys to be processed now (client-go Add). A key already
 	// queued is merged (its priority is raised, never lowered); a key waiting

@@ -54,7 +54,10 @@ class ObjectServiceStub:
     precondition) ABORTED; 429, 500, 503 and an API server that cannot be
     reached or does not answer in time UNAVAILABLE (retry later); 504
     DEADLINE_EXCEEDED; anything else UNKNOWN. A write that names a lease the
-    worker no longer holds is FAILED_PRECONDITION and is not made.
+    worker no longer holds is FAILED_PRECONDITION and is not made. The
+    sidecar's own FAILED_PRECONDITIONs carry a google.rpc.ErrorInfo with
+    domain "workqueue-sidecar" and reason "STALE_LEASE" (that lease) or
+    "NO_KUBERNETES" (a standalone sidecar).
 
     Writes under a lease, and reads after writes: a write may name the lease
     it is made under (lease). The sidecar then makes it only while that lease
@@ -125,7 +128,10 @@ class ObjectServiceServicer:
     precondition) ABORTED; 429, 500, 503 and an API server that cannot be
     reached or does not answer in time UNAVAILABLE (retry later); 504
     DEADLINE_EXCEEDED; anything else UNKNOWN. A write that names a lease the
-    worker no longer holds is FAILED_PRECONDITION and is not made.
+    worker no longer holds is FAILED_PRECONDITION and is not made. The
+    sidecar's own FAILED_PRECONDITIONs carry a google.rpc.ErrorInfo with
+    domain "workqueue-sidecar" and reason "STALE_LEASE" (that lease) or
+    "NO_KUBERNETES" (a standalone sidecar).
 
     Writes under a lease, and reads after writes: a write may name the lease
     it is made under (lease). The sidecar then makes it only while that lease
@@ -231,7 +237,10 @@ class ObjectService:
     precondition) ABORTED; 429, 500, 503 and an API server that cannot be
     reached or does not answer in time UNAVAILABLE (retry later); 504
     DEADLINE_EXCEEDED; anything else UNKNOWN. A write that names a lease the
-    worker no longer holds is FAILED_PRECONDITION and is not made.
+    worker no longer holds is FAILED_PRECONDITION and is not made. The
+    sidecar's own FAILED_PRECONDITIONs carry a google.rpc.ErrorInfo with
+    domain "workqueue-sidecar" and reason "STALE_LEASE" (that lease) or
+    "NO_KUBERNETES" (a standalone sidecar).
 
     Writes under a lease, and reads after writes: a write may name the lease
     it is made under (lease). The sidecar then makes it only while that lease

@@ -60,7 +60,9 @@ class WorkQueueServiceStub:
     Errors (gRPC status codes): unknown queue NOT_FOUND; empty key or bad field
     INVALID_ARGUMENT; stale or unknown lease token FAILED_PRECONDITION; queue
     shut down or this sidecar not the leader UNAVAILABLE; over a server limit
-    (batch size, lease count) RESOURCE_EXHAUSTED.
+    (batch size, lease count) RESOURCE_EXHAUSTED. A stale token's
+    FAILED_PRECONDITION carries a google.rpc.ErrorInfo with domain
+    "workqueue-sidecar" and reason "STALE_LEASE".
     """
 
     def __init__(self, channel):
@@ -170,7 +172,9 @@ class WorkQueueServiceServicer:
     Errors (gRPC status codes): unknown queue NOT_FOUND; empty key or bad field
     INVALID_ARGUMENT; stale or unknown lease token FAILED_PRECONDITION; queue
     shut down or this sidecar not the leader UNAVAILABLE; over a server limit
-    (batch size, lease count) RESOURCE_EXHAUSTED.
+    (batch size, lease count) RESOURCE_EXHAUSTED. A stale token's
+    FAILED_PRECONDITION carries a google.rpc.ErrorInfo with domain
+    "workqueue-sidecar" and reason "STALE_LEASE".
     """
 
     def Add(self, request, context):
@@ -442,7 +446,9 @@ class WorkQueueService:
     Errors (gRPC status codes): unknown queue NOT_FOUND; empty key or bad field
     INVALID_ARGUMENT; stale or unknown lease token FAILED_PRECONDITION; queue
     shut down or this sidecar not the leader UNAVAILABLE; over a server limit
-    (batch size, lease count) RESOURCE_EXHAUSTED.
+    (batch size, lease count) RESOURCE_EXHAUSTED. A stale token's
+    FAILED_PRECONDITION carries a google.rpc.ErrorInfo with domain
+    "workqueue-sidecar" and reason "STALE_LEASE".
     """
 
     @staticmethod

@@ -4298,7 +4298,9 @@ export const WorkResponse_Cancel: MessageFns<WorkResponse_Cancel> = {
  * Errors (gRPC status codes): unknown queue NOT_FOUND; empty key or bad field
  * INVALID_ARGUMENT; stale or unknown lease token FAILED_PRECONDITION; queue
  * shut down or this sidecar not the leader UNAVAILABLE; over a server limit
- * (batch size, lease count) RESOURCE_EXHAUSTED.
+ * (batch size, lease count) RESOURCE_EXHAUSTED. A stale token's
+ * FAILED_PRECONDITION carries a google.rpc.ErrorInfo with domain
+ * "workqueue-sidecar" and reason "STALE_LEASE".
  */
 export type WorkQueueServiceService = typeof WorkQueueServiceService;
 export const WorkQueueServiceService = {
