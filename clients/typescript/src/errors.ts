@@ -1,6 +1,7 @@
 // Errors: one class per gRPC status code that means something to a worker,
 // all under WorkqueueError, and the two reasons a reconcile's signal aborts.
 import { status as Status, type ServiceError } from "@grpc/grpc-js";
+import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
 
 /** The gRPC status codes, re-exported so callers need not import grpc-js. */
 export { Status };
@@ -15,13 +16,29 @@ export class WorkqueueError extends Error {
   readonly op: string;
   /** The sidecar's own message, without the operation in front. */
   readonly details: string;
+  /**
+   * The reason of the status's google.rpc.ErrorInfo detail, when it has one:
+   * the API server's (`Conflict`, `AlreadyExists`, `Invalid`, ..., domain
+   * "k8s.io") or the sidecar's (`STALE_LEASE`, `NO_KUBERNETES`, domain
+   * "workqueue-sidecar"); empty otherwise.
+   */
+  readonly reason: string;
+  /** The ErrorInfo's domain; empty without one. */
+  readonly domain: string;
 
-  constructor(op: string, code: Status, details: string, options?: ErrorOptions) {
+  constructor(op: string, code: Status, details: string, options?: ErrorOptions & { reason?: string; domain?: string }) {
     super(`workqueue: ${op}: ${Status[code] ?? code}: ${details || Status[code] || "error"}`, options);
     this.op = op;
     this.code = code;
     this.details = details;
+    this.reason = options?.reason ?? "";
+    this.domain = options?.domain ?? "";
   }
+}
+
+/** FAILED_PRECONDITION with reason NO_KUBERNETES: a write asked of a sidecar without informers. */
+export class NoKubernetesError extends WorkqueueError {
+  override name = "NoKubernetesError";
 }
 
 /** NOT_FOUND: an unknown queue (or, from the cache, an unknown informer or index). */
@@ -92,9 +109,58 @@ const byCode: Partial<Record<Status, typeof WorkqueueError>> = {
 };
 
 /** The error for a status code: the subclass for codes that have one, else the base class. */
-export function errorForCode(op: string, code: number, details: string, cause?: unknown): WorkqueueError {
-  const Class = byCode[code as Status] ?? WorkqueueError;
-  return new Class(op, code as Status, details, cause === undefined ? undefined : { cause });
+export function errorForCode(
+  op: string,
+  code: number,
+  details: string,
+  cause?: unknown,
+  info: { reason: string; domain: string } = { reason: "", domain: "" },
+): WorkqueueError {
+  const noKubernetes = code === Status.FAILED_PRECONDITION && info.reason === "NO_KUBERNETES";
+  const Class = noKubernetes ? NoKubernetesError : (byCode[code as Status] ?? WorkqueueError);
+  return new Class(op, code as Status, details, { ...(cause === undefined ? {} : { cause }), ...info });
+}
+
+/**
+ * The reason and domain of the google.rpc.ErrorInfo in a status's details
+ * (the `grpc-status-details-bin` trailer: a google.rpc.Status whose field 3
+ * holds Any messages), read field by field.
+ */
+export function errorInfo(statusDetails: Uint8Array | undefined): { reason: string; domain: string } {
+  const none = { reason: "", domain: "" };
+  if (statusDetails === undefined) return none;
+  try {
+    const status = new BinaryReader(statusDetails);
+    while (status.pos < status.len) {
+      const [field, wire] = status.tag();
+      if (field !== 3 || wire !== WireType.LengthDelimited) {
+        status.skip(wire);
+        continue;
+      }
+      const any = new BinaryReader(status.bytes());
+      let typeUrl = "";
+      let value: Uint8Array | undefined;
+      while (any.pos < any.len) {
+        const [f, w] = any.tag();
+        if (f === 1) typeUrl = any.string();
+        else if (f === 2) value = any.bytes();
+        else any.skip(w);
+      }
+      if (!typeUrl.endsWith("/google.rpc.ErrorInfo") || value === undefined) continue;
+      const info = new BinaryReader(value);
+      const found = { ...none };
+      while (info.pos < info.len) {
+        const [f, w] = info.tag();
+        if (f === 1) found.reason = info.string();
+        else if (f === 2) found.domain = info.string();
+        else info.skip(w);
+      }
+      return found;
+    }
+  } catch {
+    // Details that do not decode are no reason to hide the error itself.
+  }
+  return none;
 }
 
 function isServiceError(err: unknown): err is ServiceError {
@@ -104,7 +170,11 @@ function isServiceError(err: unknown): err is ServiceError {
 /** Turns what a grpc-js call failed with into a WorkqueueError naming op. */
 export function fromGrpc(op: string, err: unknown): WorkqueueError {
   if (err instanceof WorkqueueError) return err;
-  if (isServiceError(err)) return errorForCode(op, err.code, err.details, err);
+  if (isServiceError(err)) {
+    const raw = err.metadata?.get("grpc-status-details-bin")[0];
+    const details = typeof raw === "string" ? undefined : raw;
+    return errorForCode(op, err.code, err.details, err, errorInfo(details));
+  }
   const message = err instanceof Error ? err.message : String(err);
   return new WorkqueueError(op, Status.UNKNOWN, message, { cause: err });
 }

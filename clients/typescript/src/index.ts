@@ -19,6 +19,7 @@ export {
   InvalidArgumentError,
   LeaseLostError,
   LimitExceededError,
+  NoKubernetesError,
   NotFoundError,
   PermissionDeniedError,
   StaleLeaseError,

@@ -43,7 +43,9 @@ export class WrittenObject {
 export interface ObjectLike {
   apiVersion?: string;
   kind?: string;
-  metadata?: { name?: string; namespace?: string };
+  metadata?: { name?: string; namespace?: string; [field: string]: unknown };
+  /** Any other field of the object (spec, data, ...). */
+  [field: string]: unknown;
 }
 
 /** The lease a write is made under: the queue, the leased key and the lease's token. */

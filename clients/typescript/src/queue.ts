@@ -33,11 +33,13 @@ export interface QueueLength {
   held: number;
   /** Held and added again meanwhile. */
   dirty: number;
+  /** Waiting, after a lease that wrote through the sidecar, for the caches to see the writes. */
+  settling: number;
   /** Ready keys per priority, highest first. */
   readyByPriority: { priority: number; count: number }[];
 }
 
-export type KeyPhase = "ABSENT" | "QUEUED" | "WAITING" | "HELD" | "UNSPECIFIED";
+export type KeyPhase = "ABSENT" | "QUEUED" | "WAITING" | "HELD" | "SETTLING" | "UNSPECIFIED";
 
 /** Where a key is in its queue. */
 export interface KeyInfo {
@@ -55,6 +57,8 @@ export interface KeyInfo {
   /** HELD: who holds it ("<worker>#<stream>" for a Work stream). */
   holder: string;
   dirty: boolean;
+  /** SETTLING (its last lease wrote through the sidecar): the latest it waits for the caches to see those writes. */
+  settlingUntil: Date | undefined;
 }
 
 /** The backoff the rate limiter chose for one key. */
@@ -76,6 +80,7 @@ const phases: Record<number, KeyPhase> = {
   [WireKeyState.KEY_STATE_QUEUED]: "QUEUED",
   [WireKeyState.KEY_STATE_WAITING]: "WAITING",
   [WireKeyState.KEY_STATE_HELD]: "HELD",
+  [WireKeyState.KEY_STATE_SETTLING]: "SETTLING",
 };
 
 function keysAndOptions(args: unknown[]): [string[], AddOptions] {
@@ -146,11 +151,12 @@ export class Queue {
       waiting: res.waiting,
       held: res.held,
       dirty: res.dirty,
+      settling: res.settling,
       readyByPriority: res.readyByPriority.map((p) => ({ priority: p.priority, count: p.count })),
     };
   }
 
-  /** Where a key is: absent, queued, waiting or held, with its failures and reasons. */
+  /** Where a key is: absent, queued, waiting, held or settling, with its failures and reasons. */
   async keyState(key: string): Promise<KeyInfo> {
     const res = await unary<KeyStateResponse>(this.op("key state in"), (cb) => this.client.keyState({ queue: this.name, key }, cb));
     return {
@@ -164,6 +170,7 @@ export class Queue {
       heldUntil: res.heldUntil,
       holder: res.holder,
       dirty: res.dirty,
+      settlingUntil: res.settlingUntil,
     };
   }
 

@@ -1,4 +1,5 @@
 // Request and Result: what a reconcile is given and what it returns.
+import type { LeaseRef } from "./objects.js";
 import { ReasonKind as WireReasonKind, type Lease, type Reason as WireReason } from "./gen/workqueue/v1/workqueue.js";
 import { CachedObject } from "./object.js";
 
@@ -74,6 +75,12 @@ export interface Request {
   readonly deadline: Date;
   /** The lease's fencing token. */
   readonly token: bigint;
+  /** This lease, to pass to writes as `{ lease: req.lease }`: fenced by it, and the key settles until the caches have them. */
+  readonly lease: LeaseRef;
+  /** The object is being deleted (it has a deletionTimestamp); on a queue with a declared finalizer, return success once cleaned up. */
+  readonly deleting: boolean;
+  /** When deleting, its deletionTimestamp. */
+  readonly deletionTimestamp: Date | undefined;
   /** The key's object from the queue's primary informer, with `includeObject`. */
   readonly object: CachedObject | undefined;
   /**
@@ -114,6 +121,9 @@ export function requestFromLease(
       return new Date(live.deadline());
     },
     token: l.token,
+    lease: { queue, key: l.key, token: l.token },
+    deleting: l.deleting,
+    deletionTimestamp: l.deletionTimestamp,
     object: l.object === undefined ? undefined : new CachedObject(l.object),
     signal: live.signal,
     has: (kind: ReasonKind) => reasons.some((r) => r.kind === kind),
