@@ -170,6 +170,16 @@ async fn k8s_object_service_should_create_apply_patch_and_delete_and_read_its_wr
     assert!(cms.get_opt("held").await.unwrap().is_none(), "gone once its finalizer is removed");
     let gone = objects.delete_object(pb::DeleteObjectRequest { name: "a".into(), ..delete("") }).await.unwrap();
     assert!(gone.into_inner().gone);
+
+    // A Namespace is held by its spec.finalizers, not metadata.finalizers: it
+    // is not gone either (it was answered gone, and the stale-read guard then
+    // waited 10 s for a disappearance that does not come while it terminates).
+    let child = TestNamespace::create(&client, "objects-child").await;
+    let namespaces = Some(pb::ResourceType { api_version: "v1".into(), kind: "Namespace".into() });
+    let request = pb::DeleteObjectRequest { r#type: namespaces, name: child.name().into(), ..Default::default() };
+    let terminating = objects.delete_object(request).await.unwrap().into_inner();
+    assert!(!terminating.gone, "a terminating Namespace still exists");
+    assert!(json_of(&terminating.object)["metadata"]["deletionTimestamp"].is_string());
 }
 
 #[tokio::test]

@@ -64,7 +64,7 @@ pub struct DeleteOptions {
 pub enum Deleted {
     /// The object is gone.
     Gone,
-    /// The object stays, marked for deletion, until its finalizers are removed.
+    /// The object stays, marked for deletion, until whatever holds it lets go (finalizers, a grace period).
     Pending(Box<DynamicObject>),
 }
 
@@ -183,9 +183,11 @@ impl ObjectWriter {
     }
 }
 
-/// Whether a deleted object is still there: marked, with finalizers left.
+/// Whether a deleted object is still there: marked for deletion. Whatever
+/// holds it (`metadata.finalizers`, a Namespace's `spec.finalizers`, a Pod's
+/// grace period), an object answered with a deletionTimestamp still exists.
 fn is_pending(object: &DynamicObject) -> bool {
-    object.metadata.deletion_timestamp.is_some() && object.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty())
+    object.metadata.deletion_timestamp.is_some()
 }
 
 /// Sets apiVersion, kind, metadata.namespace and (when given) metadata.name

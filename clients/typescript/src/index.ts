@@ -34,8 +34,10 @@ export { extendInterval, leaseDeadline, leaseExpired } from "./lease.js";
 export type { Logger } from "./log.js";
 export { CachedObject } from "./object.js";
 export {
+  controllerRef,
   Objects,
   WrittenObject,
+  type OwnerReference,
   type ApplyOptions,
   type DeleteOptions,
   type DeleteResult,

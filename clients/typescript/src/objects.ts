@@ -194,3 +194,29 @@ export class Objects {
     return { gone: res.gone, object: res.object === undefined ? undefined : new WrittenObject(res.object) };
   }
 }
+
+/** A controller ownerReference, as a child's `metadata.ownerReferences` entry. */
+export interface OwnerReference {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  uid: string;
+  controller: true;
+  blockOwnerDeletion: true;
+}
+
+/**
+ * The controller ownerReference of a child of `owner` (the lease's object,
+ * `req.object.json()`, or any object with apiVersion, kind, name and uid):
+ * the garbage collector deletes the child with its owner, and a queue whose
+ * trigger is `by: owner` hears of the child's changes.
+ */
+export function controllerRef(owner: { apiVersion?: string; kind?: string; metadata?: { name?: string; uid?: string } }): OwnerReference {
+  const { apiVersion, kind } = owner;
+  const name = owner.metadata?.name;
+  const uid = owner.metadata?.uid;
+  if (!apiVersion || !kind || !name || !uid) {
+    throw new TypeError("controllerRef: the owner needs apiVersion, kind, metadata.name and metadata.uid");
+  }
+  return { apiVersion, kind, name, uid, controller: true, blockOwnerDeletion: true };
+}
