@@ -372,3 +372,49 @@ fn seen(informer: &SharedInformer, key: &str, expect: Expect) -> bool {
         Expect::Gone => informer.get(key).is_none(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(expects: &[(usize, &str, Expect)], at: Instant) -> PendingWrite {
+        PendingWrite {
+            expects: expects.iter().map(|(cache, key, expect)| (*cache, Arc::from(*key), *expect)).collect(),
+            lease: Some((Arc::from("q"), Arc::from("ns/a"))),
+            at,
+            bound: READ_BOUND,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ledger_should_answer_each_object_its_own_writes_and_forget_them_whole() {
+        let now = Instant::now();
+        let mut ledger = Ledger::default();
+        ledger.insert(write(&[(0, "ns/a", Expect::AtLeast(5)), (1, "ns/a", Expect::AtLeast(5))], now));
+        ledger.insert(write(&[(0, "ns/a", Expect::AtLeast(9)), (0, "ns/b", Expect::Gone)], now));
+        let of = |ledger: &Ledger, cache, key| ledger.expects_of(cache, key, now);
+        assert_eq!(
+            of(&ledger, 0, Some("ns/a")),
+            [(Arc::from("ns/a"), Expect::AtLeast(5)), (Arc::from("ns/a"), Expect::AtLeast(9))]
+        );
+        assert_eq!(of(&ledger, 1, Some("ns/a")), [(Arc::from("ns/a"), Expect::AtLeast(5))]);
+        assert_eq!(of(&ledger, 0, Some("ns/b")), [(Arc::from("ns/b"), Expect::Gone)]);
+        assert_eq!(of(&ledger, 0, None).len(), 3, "a list waits for every write of its cache");
+        assert_eq!(of(&ledger, 2, None), [], "nothing for a cache no write concerns");
+
+        assert!(ledger.remove(1).is_some(), "its lease comes back to be released");
+        assert_eq!(of(&ledger, 1, Some("ns/a")), [], "both of its objects' entries go with it");
+        assert!(ledger.remove(2).is_some());
+        assert!(ledger.writes.is_empty() && ledger.by_object.is_empty(), "nothing left behind");
+        assert!(ledger.remove(2).is_none(), "a write is released once");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reads_should_not_wait_for_writes_past_the_read_bound() {
+        let then = Instant::now();
+        let mut ledger = Ledger::default();
+        ledger.insert(write(&[(0, "ns/a", Expect::AtLeast(5))], then));
+        tokio::time::advance(READ_BOUND).await;
+        assert_eq!(ledger.expects_of(0, Some("ns/a"), Instant::now()), []);
+    }
+}
