@@ -77,6 +77,7 @@ async def main() -> None:
                         default=os.environ.get("WORKQUEUE_SIDECAR_TARGET", "unix:///run/workqueue-sidecar/grpc.sock"),
                         help="the sidecar's gRPC address: unix:///path or host:port (env WORKQUEUE_SIDECAR_TARGET)")
     parser.add_argument("--queue", default="users")
+    parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)  # unused (the sidecar writes); hack/demo passes it
     parser.add_argument("--concurrency", type=int, default=4)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
