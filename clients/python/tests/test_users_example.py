@@ -8,12 +8,14 @@ stays Terminating: "deleted" here means it has a deletionTimestamp.
 
 from __future__ import annotations
 
+import random
 import secrets
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,13 +144,13 @@ StartExample = Callable[..., subprocess.Popen[bytes]]
 
 
 @pytest.fixture
-def start_example(users_sidecar: Sidecar, kubeconfig: str, tmp_path: Path) -> Iterator[StartExample]:
+def start_example(users_sidecar: Sidecar, tmp_path: Path) -> Iterator[StartExample]:
     """Starts examples/users.py against the test's sidecar; its log goes to tmp_path."""
     started: list[subprocess.Popen[bytes]] = []
 
     def start(concurrency: int = 4) -> subprocess.Popen[bytes]:
         log = (tmp_path / f"users-{len(started)}.log").open("wb")
-        command = [sys.executable, str(EXAMPLE), "--sidecar", users_sidecar.target, "--kubeconfig", kubeconfig]
+        command = [sys.executable, str(EXAMPLE), "--sidecar", users_sidecar.target]
         process = subprocess.Popen([*command, "--concurrency", str(concurrency)], stdout=log, stderr=log)
         started.append(process)
         return process
@@ -165,7 +167,13 @@ def start_example(users_sidecar: Sidecar, kubeconfig: str, tmp_path: Path) -> It
         print(f"--- {log.name}\n{log.read_text()}")
 
 
-def test_users_should_get_owned_namespaces_that_follow_them(cluster: Cluster, start_example: StartExample) -> None:
+def stale_creates(tmp_path: Path) -> int:
+    """Creates that failed with AlreadyExists in the examples' logs: each one a
+    reconcile that read a cache older than its own last write."""
+    return sum(log.read_text().lower().count("already exists") for log in tmp_path.glob("users-*.log"))
+
+
+def test_users_should_get_owned_namespaces_that_follow_them(cluster: Cluster, start_example: StartExample, tmp_path: Path) -> None:
     worker = start_example()
     names = [cluster.user_name(i) for i in range(20)]
     for i, name in enumerate(names):
@@ -190,9 +198,33 @@ def test_users_should_get_owned_namespaces_that_follow_them(cluster: Cluster, st
     assert namespace is None or namespace.metadata.deletion_timestamp is not None
     assert all(cluster.reconciled(n, f"User {i}") for i, n in enumerate(names) if n not in (renamed, gone))
     assert worker.poll() is None, "the example exited"
+    assert stale_creates(tmp_path) == 0
 
 
-def test_a_killed_worker_should_leave_no_user_unreconciled(cluster: Cluster, start_example: StartExample) -> None:
+def test_the_workers_own_writes_should_never_be_read_stale(cluster: Cluster, start_example: StartExample, tmp_path: Path) -> None:
+    """Users renamed every few milliseconds from their creation on, so each
+    reconcile's write is followed at once by another lease of the same key
+    (the rename, the sidecar's finalizer, the Namespace's own event): every
+    Namespace ends with the last display name, and no reconcile acts on a
+    cache older than its own last write (it would create the Namespace again
+    and fail with AlreadyExists; the stale-read guard makes that none)."""
+    users, renames = 10, 20
+    start_example()
+    names = [cluster.user_name(i) for i in range(users)]
+
+    def create_and_rename(name: str) -> None:
+        cluster.create_user(name, "Name 0")
+        for i in range(1, renames + 1):
+            time.sleep(random.uniform(0, 0.015))
+            cluster.custom.patch_cluster_custom_object(*USERS, name, {"spec": {"display_name": f"Name {i}"}})
+
+    with ThreadPoolExecutor(users) as pool:
+        list(pool.map(create_and_rename, names))
+    wait_until(lambda: all(cluster.reconciled(n, f"Name {renames}") for n in names), "the last display names")
+    assert stale_creates(tmp_path) == 0
+
+
+def test_a_killed_worker_should_leave_no_user_unreconciled(cluster: Cluster, start_example: StartExample, tmp_path: Path) -> None:
     names = [cluster.user_name(i) for i in range(20)]
     for i, name in enumerate(names):
         cluster.create_user(name, f"User {i}")
@@ -205,6 +237,7 @@ def test_a_killed_worker_should_leave_no_user_unreconciled(cluster: Cluster, sta
 
     start_example()
     wait_until(lambda: all(cluster.reconciled(n, f"User {i}") for i, n in enumerate(names)), "every User reconciled")
+    assert stale_creates(tmp_path) == 0
 
 
 def wait_until(check: Callable[[], bool], what: str, timeout: float = 60.0, interval: float = 0.2) -> None:

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +30,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -40,12 +42,52 @@ import (
 
 const usersInBatch = 20
 
-func TestUsersControllerEndToEnd(t *testing.T) {
+// What the example's Namespaces carry, and the finalizer the sidecar keeps
+// for it (deploy/overlays/users/config.yaml).
+const (
+	Finalizer             = "example.com/namespace"
+	ManagedByLabel        = "app.kubernetes.io/managed-by"
+	FieldManager          = "users-reconciler"
+	UserLabel             = "example.com/user"
+	DisplayNameLabel      = "example.com/display-name"
+	DisplayNameAnnotation = "example.com/display-name"
+)
+
+var usersResource = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "users"}
+
+// NamespaceFor is the Namespace of a User.
+func NamespaceFor(user string) string { return "user-" + user }
+
+// env is one test's control plane clients, sidecar and built example.
+type env struct {
+	kube   kubernetes.Interface
+	users  dynamic.NamespaceableResourceInterface
+	target string // the sidecar's
+	bin    string // the example, built with -race
+	prefix string // of this test's User names
+}
+
+// built is the example's binary, built once for the package's tests.
+var built = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "users-e2e")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "users")
+	if out, err := exec.Command("go", "build", "-race", "-o", bin, ".").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// setUp starts the sidecar with the users overlay's config against the
+// local control plane, or skips the test without one.
+func setUp(t *testing.T, prefix string) *env {
 	kubeconfig := os.Getenv("WQS_KUBECONFIG")
 	if kubeconfig == "" {
 		t.Skip(`needs the local control plane: hack/control-plane up; eval "$(hack/control-plane env)"`)
 	}
-	t.Setenv("KUBECONFIG", kubeconfig) // for the sidecar and the example processes
+	t.Setenv("KUBECONFIG", kubeconfig) // for the sidecar
 	ctx := context.Background()
 	root, err := sidecartest.RepoRoot()
 	if err != nil {
@@ -58,11 +100,12 @@ func TestUsersControllerEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	restConfig.QPS, restConfig.Burst = 500, 1000 // the test's polling must not be what is measured
-	kube := kubernetes.NewForConfigOrDie(restConfig)
+	e := &env{kube: kubernetes.NewForConfigOrDie(restConfig), prefix: fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000)}
 	dyn := dynamic.NewForConfigOrDie(restConfig)
-	users := dyn.Resource(usersResource)
+	e.users = dyn.Resource(usersResource)
 
 	sc := sidecartest.Start(t, "--config", filepath.Join(root, "deploy/overlays/users/config.yaml"))
+	e.target = sc.Target
 	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	client, err := workqueue.Dial(dialCtx, sc.Target)
@@ -75,22 +118,27 @@ func TestUsersControllerEndToEnd(t *testing.T) {
 	} else if err != nil {
 		t.Fatalf("the sidecar's users informer: %v", err)
 	}
-
-	bin := filepath.Join(t.TempDir(), "users")
-	if out, err := exec.Command("go", "build", "-race", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if e.bin, err = built(); err != nil {
+		t.Fatal(err)
 	}
-	prefix := fmt.Sprintf("e2e-go-%d", time.Now().UnixNano()%1_000_000)
-	t.Cleanup(func() { cleanUp(t, kube, dyn, prefix) })
-	names := func(from, to int) []string {
-		var out []string
-		for i := from; i < to; i++ {
-			out = append(out, fmt.Sprintf("%s-%02d", prefix, i))
-		}
-		return out
-	}
+	t.Cleanup(func() { cleanUp(t, e.kube, dyn, e.prefix) })
+	return e
+}
 
-	worker := startWorker(t, bin, sc.Target)
+func (e *env) names(from, to int) []string {
+	var out []string
+	for i := from; i < to; i++ {
+		out = append(out, fmt.Sprintf("%s-%02d", e.prefix, i))
+	}
+	return out
+}
+
+func TestUsersControllerEndToEnd(t *testing.T) {
+	e := setUp(t, "e2e-go")
+	ctx := context.Background()
+	kube, users, bin, names := e.kube, e.users, e.bin, e.names
+
+	worker := startWorker(t, bin, e.target)
 	began := time.Now()
 	first := names(0, usersInBatch)
 	for i, name := range first {
@@ -140,7 +188,8 @@ func TestUsersControllerEndToEnd(t *testing.T) {
 	if done == usersInBatch {
 		t.Log("the worker finished the whole batch before it was killed; the restart proves less")
 	}
-	worker = startWorker(t, bin, sc.Target)
+	killed := worker
+	worker = startWorker(t, bin, e.target)
 	restarted := time.Now()
 	waitReconciled(t, kube, users, second, 90*time.Second)
 	t.Logf("restarted worker reconciled the rest in %s", time.Since(restarted).Round(time.Millisecond))
@@ -149,8 +198,95 @@ func TestUsersControllerEndToEnd(t *testing.T) {
 	if err := worker.stop(10 * time.Second); err != nil {
 		t.Errorf("the worker's exit on SIGTERM: %v; want 0", err)
 	}
+	checkNoStaleCreates(t, killed)
+	checkNoStaleCreates(t, worker)
+}
+
+// The worker's own writes race its next reconciles: Users renamed every few
+// milliseconds from their creation on, so a reconcile's write is followed
+// at once by another lease of the same key (the rename, the sidecar's
+// finalizer, the Namespace's own event). Every Namespace must end with its
+// User's last display name, and no reconcile may act on a cache older than
+// its own last write: one that did would create the Namespace it created
+// before and fail with AlreadyExists. The stale-read guard makes that none.
+func TestUsersControllerReadsItsOwnWrites(t *testing.T) {
+	e := setUp(t, "race-go")
+	const users, renames = 10, 20
+	ctx := context.Background()
+	client, err := workqueue.Dial(ctx, e.target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	worker := startWorker(t, e.bin, e.target)
+	names := e.names(0, users)
+
+	settling, stopSampling := 0, make(chan struct{})
+	sampled := make(chan struct{})
+	go func() { // how often a key waited for the caches to see its writes
+		defer close(sampled)
+		for {
+			select {
+			case <-stopSampling:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			if counts, err := client.Queue("users").Len(ctx); err == nil && counts.Settling > 0 {
+				settling++
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for _, name := range names {
+		wg.Go(func() {
+			if _, err := e.users.Create(ctx, userObject(name, "Name 0"), metav1.CreateOptions{}); err != nil {
+				t.Errorf("creating user %s: %v", name, err)
+				return
+			}
+			for i := 1; i <= renames; i++ {
+				time.Sleep(time.Duration(rand.IntN(15)) * time.Millisecond)
+				patch := fmt.Appendf(nil, `{"spec":{"display_name":"Name %d"}}`, i)
+				if _, err := e.users.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+					t.Errorf("renaming user %s: %v", name, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	waitReconciled(t, e.kube, e.users, names, 60*time.Second)
+	close(stopSampling)
+	<-sampled
+	for _, name := range names {
+		ns, err := e.kube.CoreV1().Namespaces().Get(ctx, NamespaceFor(name), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := ns.Annotations[DisplayNameAnnotation], fmt.Sprintf("Name %d", renames); got != want {
+			t.Errorf("namespace %s shows %q, want the last display name %q", ns.Name, got, want)
+		}
+	}
+	if err := worker.stop(10 * time.Second); err != nil {
+		t.Errorf("the worker's exit on SIGTERM: %v; want 0", err)
+	}
 	out, _ := os.ReadFile(worker.log)
-	t.Logf("restarted worker: %d reconciles retried (conflicts with a cache behind its own writes)", strings.Count(string(out), "reconcile failed"))
+	reconciles := strings.Count(string(out), "msg=reconciled key="+e.prefix)
+	t.Logf("%d Users × %d renames: %d reconciles, %d failed; a key was settling in %d samples of the queue",
+		users, renames, reconciles, strings.Count(string(out), "ok=false"), settling)
+	checkNoStaleCreates(t, worker)
+}
+
+// checkNoStaleCreates fails the test if the worker ever created a Namespace
+// that already existed: it read a cache older than its own last write.
+func checkNoStaleCreates(t *testing.T, w *workerProcess) {
+	t.Helper()
+	out, err := os.ReadFile(w.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(strings.ToLower(string(out)), "already exists"); n > 0 {
+		t.Errorf("%d creates failed with AlreadyExists: a reconcile read a cache older than its own last write", n)
+	}
 }
 
 // workerProcess is the example running as a process.
@@ -207,19 +343,22 @@ func (w *workerProcess) stop(timeout time.Duration) error {
 
 func createUser(t *testing.T, users dynamic.NamespaceableResourceInterface, name, displayName string) {
 	t.Helper()
-	u := &unstructured.Unstructured{Object: map[string]any{
+	if _, err := users.Create(context.Background(), userObject(name, displayName), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating user %s: %v", name, err)
+	}
+}
+
+func userObject(name, displayName string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "example.com/v1",
 		"kind":       "User",
 		"metadata":   map[string]any{"name": name},
 		"spec":       map[string]any{"display_name": displayName},
 	}}
-	if _, err := users.Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating user %s: %v", name, err)
-	}
 }
 
 // reconciled reports whether a User has its finalizer and an owned, labelled
-// Namespace matching its display name.
+// Namespace matching its display name (label and annotation).
 func reconciled(ctx context.Context, kube kubernetes.Interface, users dynamic.NamespaceableResourceInterface, name string) (bool, error) {
 	u, err := users.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -239,7 +378,7 @@ func reconciled(ctx context.Context, kube kubernetes.Interface, users dynamic.Na
 	owner := metav1.GetControllerOf(ns)
 	return owner != nil && owner.UID == u.GetUID() && owner.Kind == "User" &&
 		ns.Labels[ManagedByLabel] == FieldManager && ns.Labels[UserLabel] == name &&
-		ns.Labels[DisplayNameLabel] == LabelValue(display), nil
+		ns.Labels[DisplayNameLabel] == labelValue(display) && ns.Annotations[DisplayNameAnnotation] == display, nil
 }
 
 func countReconciled(t *testing.T, kube kubernetes.Interface, users dynamic.NamespaceableResourceInterface, names []string) int {

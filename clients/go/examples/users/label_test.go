@@ -2,7 +2,7 @@ package main
 
 import "testing"
 
-func TestLabelValueMakesAValidLabel(t *testing.T) {
+func TestLabelValueShouldBeAValidLabel(t *testing.T) {
 	cases := map[string]string{
 		"Ada Lovelace":           "Ada-Lovelace",
 		"Ada Lovelace (renamed)": "Ada-Lovelace--renamed",
@@ -11,11 +11,11 @@ func TestLabelValueMakesAValidLabel(t *testing.T) {
 		"":                       "",
 	}
 	for in, want := range cases {
-		if got := LabelValue(in); got != want {
-			t.Errorf("LabelValue(%q) = %q, want %q", in, got, want)
+		if got := labelValue(in); got != want {
+			t.Errorf("labelValue(%q) = %q, want %q", in, got, want)
 		}
 	}
-	long := LabelValue(string(make([]byte, 100)) + "a")
+	long := labelValue(string(make([]byte, 100)) + "a")
 	if len(long) > 63 {
 		t.Errorf("LabelValue of 101 characters is %d long", len(long))
 	}
