@@ -678,6 +678,20 @@ fn no_slot_should_ever_be_held_by_two_members_and_every_slot_should_be_held_agai
     assert!(report.crashes + report.pauses + report.partitions > 0);
 }
 
+/// Known and not yet fixed: 1,000 runs (`SHARD_SIM_RUNS=1000`, release
+/// build, about 4 minutes) found 283 safety violations, in the runs of seeds
+/// 148, 195, 196 and others, every one between 2.5 and 3.0 s of virtual
+/// time, while the members are still starting (all join within 2 s): two
+/// members can both hold a slot at start-up. Until that is understood the
+/// protocol is not safe; docs/sharding.md says so. This test reproduces it
+/// (a seed of 6 default runs never meets it).
+#[test]
+#[ignore = "known safety violation at start-up (seed 148): the sharding protocol is not finished"]
+fn start_up_should_never_let_two_members_hold_one_slot() {
+    let report = Sim::new(Config::default(), 148).run();
+    assert_eq!(report.safety_violations, 0, "{:?}", report.first_violation);
+}
+
 // The checks can fail: each rule broken on purpose is caught.
 
 fn caught(fault: Fault, runs: usize) -> Report {
