@@ -76,7 +76,10 @@ public final class WorkqueueClient implements AutoCloseable {
       group = new EpollEventLoopGroup(1, daemonThreads("workqueue-grpc-epoll"));
       builder = NettyChannelBuilder.forAddress(new DomainSocketAddress(socket))
           .eventLoopGroup(group)
-          .channelType(EpollDomainSocketChannel.class);
+          .channelType(EpollDomainSocketChannel.class)
+          // grpc-java would send the socket path as :authority, which the
+          // sidecar's HTTP/2 server refuses as malformed (PROTOCOL_ERROR).
+          .overrideAuthority("localhost");
     } else {
       builder = NettyChannelBuilder.forTarget(target);
     }
