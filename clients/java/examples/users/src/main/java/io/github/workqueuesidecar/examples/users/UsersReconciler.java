@@ -136,7 +136,7 @@ public final class UsersReconciler implements Reconciler {
     labels.put(DISPLAY_NAME_LABEL, labelValue(displayName));
     Map<String, String> annotations = Map.of(DISPLAY_NAME_ANNOTATION, displayName);
 
-    Optional<JsonNode> current = sidecar.cache().get(namespacesInformer, "", name, JsonNode.class);
+    Optional<JsonNode> current = sidecar.cache().get(namespacesInformer, "", name, JsonNode.class, ReadOptions.now().waitFor(Duration.ofSeconds(10)));
     if (current.isPresent() && upToDate(current.get().path("metadata"), labels, annotations, uid)) {
       return;
     }

@@ -3,6 +3,7 @@ package io.github.workqueuesidecar.examples.users;
 import static org.junit.jupiter.api.Assertions.fail;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import io.github.workqueuesidecar.client.ReadOptions;
 import io.github.workqueuesidecar.client.RunOptions;
 import io.github.workqueuesidecar.client.Worker;
 import io.github.workqueuesidecar.client.WorkqueueClient;
@@ -32,6 +33,8 @@ import org.junit.jupiter.api.Test;
  */
 class UsersEndToEndTest {
   private static final Pattern LISTENING = Pattern.compile("listening transport=\"tcp\" address=(\\S+)");
+  /** Cache reads wait for the informers' initial lists. */
+  private static final ReadOptions SYNCED = ReadOptions.now().waitFor(Duration.ofSeconds(30));
   private static final Path REPO = Paths.get(System.getProperty("wqs.repo", "../../../..")).toAbsolutePath().normalize();
 
   @Test
@@ -63,10 +66,10 @@ class UsersEndToEndTest {
         eventually("the label moved", () -> label(client, names.get(0)).equals(Optional.of("Renamed")));
 
         client.objects().delete(UsersReconciler.USER, "", names.get(1));
-        eventually("the deleted user gone", () -> client.cache().get("users", "", names.get(1), JsonNode.class).isEmpty());
+        eventually("the deleted user gone", () -> client.cache().get("users", "", names.get(1), JsonNode.class, SYNCED).isEmpty());
         // Without a namespace controller the Namespace stays Terminating: deleted, not gone.
         eventually("the deleted user's namespace deleted", () -> client.cache()
-            .get("namespaces", "", UsersReconciler.namespaceFor(names.get(1)), JsonNode.class)
+            .get("namespaces", "", UsersReconciler.namespaceFor(names.get(1)), JsonNode.class, SYNCED)
             .map(ns -> ns.path("metadata").hasNonNull("deletionTimestamp"))
             .orElse(true));
       } finally {
@@ -77,7 +80,7 @@ class UsersEndToEndTest {
             // gone
           }
         }
-        eventually("every test user gone", () -> names.stream().allMatch(n -> client.cache().get("users", "", n, JsonNode.class).isEmpty()));
+        eventually("every test user gone", () -> names.stream().allMatch(n -> client.cache().get("users", "", n, JsonNode.class, SYNCED).isEmpty()));
       }
     } finally {
       sidecarProcess.destroy();
@@ -91,7 +94,7 @@ class UsersEndToEndTest {
 
   /** The display-name label of the User's Namespace, if the cache has one owned by the User. */
   private static Optional<String> label(WorkqueueClient client, String user) {
-    return client.cache().get("namespaces", "", UsersReconciler.namespaceFor(user), JsonNode.class)
+    return client.cache().get("namespaces", "", UsersReconciler.namespaceFor(user), JsonNode.class, SYNCED)
         .map(ns -> ns.path("metadata").path("labels").path(UsersReconciler.DISPLAY_NAME_LABEL).asText(""));
   }
 
