@@ -1,0 +1,16 @@
+package io.github.workqueuesidecar.client;
+
+import io.grpc.Status;
+
+/** INVALID_ARGUMENT: the sidecar refused a field of the request: an empty key, a negative delay, a malformed selector or object. */
+public class InvalidArgumentException extends WorkqueueException {
+  private static final long serialVersionUID = 1L;
+
+  public InvalidArgumentException(String message) {
+    this(message, null, null);
+  }
+
+  public InvalidArgumentException(String message, String reason, Throwable cause) {
+    super(Status.Code.INVALID_ARGUMENT, message, reason, cause);
+  }
+}

@@ -1,0 +1,162 @@
+package io.github.workqueuesidecar.client;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.google.protobuf.ByteString;
+import io.grpc.StatusRuntimeException;
+import java.nio.charset.StandardCharsets;
+import java.util.Optional;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
+import workqueue.v1.Object.ApplyObjectRequest;
+import workqueue.v1.Object.CreateObjectRequest;
+import workqueue.v1.Object.DeleteObjectRequest;
+import workqueue.v1.Object.DeleteObjectResponse;
+import workqueue.v1.Object.PatchObjectRequest;
+import workqueue.v1.ObjectServiceGrpc;
+
+/**
+ * Writes Kubernetes objects through the sidecar (ObjectService), with its credentials: a reconciler
+ * needs no Kubernetes client library. Bodies are anything Jackson encodes (a {@code Map}, a {@code
+ * JsonNode}, your own type), or JSON text as a {@code String} or {@code byte[]}. Errors carry the
+ * API server's reason ({@link WorkqueueException#reason()}); a conflict is {@link
+ * ConflictException}.
+ */
+public final class ObjectWrites {
+  /** How a patch is read. */
+  public enum PatchType {
+    /** A JSON merge patch (RFC 7386). */
+    MERGE,
+    /** A JSON patch (RFC 6902), an array of operations. */
+    JSON
+  }
+
+  /** What happens to the objects a deleted object owns. */
+  public enum Propagation {
+    DEFAULT,
+    BACKGROUND,
+    FOREGROUND,
+    ORPHAN
+  }
+
+  /**
+   * Whether a delete removed the object at once.
+   *
+   * @param gone true when the object was removed at once
+   * @param object the object marked for deletion (finalizers hold it); empty when gone
+   */
+  public record Deleted(boolean gone, Optional<WrittenObject> object) {}
+
+  private final WorkqueueClient client;
+
+  ObjectWrites(WorkqueueClient client) {
+    this.client = client;
+  }
+
+  /** Server-side applies {@code body} with the sidecar's field manager. */
+  public WrittenObject apply(ResourceType type, String namespace, String name, Object body) {
+    return apply(type, namespace, name, body, "", false);
+  }
+
+  /** Server-side applies {@code body}; {@code force} takes fields other managers own. */
+  public WrittenObject apply(ResourceType type, String namespace, String name, Object body, String fieldManager, boolean force) {
+    ApplyObjectRequest req = ApplyObjectRequest.newBuilder()
+        .setType(type.proto())
+        .setNamespace(nz(namespace))
+        .setName(name)
+        .setJson(json(body))
+        .setFieldManager(nz(fieldManager))
+        .setForce(force)
+        .build();
+    return written(call("apply " + describe(type, namespace, name), () -> stub().applyObject(req)).getObject());
+  }
+
+  /** Patches the object ({@code status} false) or its status subresource. */
+  public WrittenObject patch(ResourceType type, String namespace, String name, PatchType patchType, Object patch, boolean status) {
+    PatchObjectRequest req = PatchObjectRequest.newBuilder()
+        .setType(type.proto())
+        .setNamespace(nz(namespace))
+        .setName(name)
+        .setPatchType(patchType == PatchType.MERGE ? workqueue.v1.Object.PatchType.PATCH_TYPE_MERGE : workqueue.v1.Object.PatchType.PATCH_TYPE_JSON)
+        .setPatch(json(patch))
+        .setStatus(status)
+        .build();
+    return written(call("patch " + describe(type, namespace, name), () -> stub().patchObject(req)).getObject());
+  }
+
+  /** A JSON merge patch of the object. */
+  public WrittenObject mergePatch(ResourceType type, String namespace, String name, Object patch) {
+    return patch(type, namespace, name, PatchType.MERGE, patch, false);
+  }
+
+  /** Creates the object; {@link ConflictException} when one of that name exists. */
+  public WrittenObject create(ResourceType type, String namespace, Object body) {
+    CreateObjectRequest req = CreateObjectRequest.newBuilder().setType(type.proto()).setNamespace(nz(namespace)).setJson(json(body)).build();
+    return written(call("create " + describe(type, namespace, ""), () -> stub().createObject(req)).getObject());
+  }
+
+  /** Deletes the object, whatever its UID and version. */
+  public Deleted delete(ResourceType type, String namespace, String name) {
+    return delete(type, namespace, name, "", "", Propagation.DEFAULT);
+  }
+
+  /** Deletes the object if it still has {@code uid} and {@code resourceVersion} (each empty: any). */
+  public Deleted delete(ResourceType type, String namespace, String name, String uid, String resourceVersion, Propagation propagation) {
+    DeleteObjectRequest req = DeleteObjectRequest.newBuilder()
+        .setType(type.proto())
+        .setNamespace(nz(namespace))
+        .setName(name)
+        .setPreconditionUid(nz(uid))
+        .setPreconditionResourceVersion(nz(resourceVersion))
+        .setPropagation(switch (propagation) {
+          case DEFAULT -> workqueue.v1.Object.Propagation.PROPAGATION_UNSPECIFIED;
+          case BACKGROUND -> workqueue.v1.Object.Propagation.PROPAGATION_BACKGROUND;
+          case FOREGROUND -> workqueue.v1.Object.Propagation.PROPAGATION_FOREGROUND;
+          case ORPHAN -> workqueue.v1.Object.Propagation.PROPAGATION_ORPHAN;
+        })
+        .build();
+    DeleteObjectResponse resp = call("delete " + describe(type, namespace, name), () -> stub().deleteObject(req));
+    return new Deleted(resp.getGone(), resp.hasObject() ? Optional.of(written(resp.getObject())) : Optional.empty());
+  }
+
+  private WrittenObject written(workqueue.v1.Object.WrittenObject o) {
+    return new WrittenObject(o, client.options().objectMapper());
+  }
+
+  private ByteString json(Object body) {
+    if (body instanceof String s) {
+      return ByteString.copyFrom(s, StandardCharsets.UTF_8);
+    }
+    if (body instanceof byte[] b) {
+      return ByteString.copyFrom(b);
+    }
+    try {
+      if (body instanceof JsonNode node) {
+        return ByteString.copyFrom(client.options().objectMapper().writeValueAsBytes(node));
+      }
+      return ByteString.copyFrom(client.options().objectMapper().writeValueAsBytes(body));
+    } catch (JsonProcessingException e) {
+      throw new IllegalArgumentException("encoding a " + body.getClass().getName() + " as JSON", e);
+    }
+  }
+
+  private ObjectServiceGrpc.ObjectServiceBlockingStub stub() {
+    return client.objectStub.withDeadlineAfter(client.options().callTimeout().toMillis(), TimeUnit.MILLISECONDS);
+  }
+
+  private static <T> T call(String op, Supplier<T> rpc) {
+    try {
+      return rpc.get();
+    } catch (StatusRuntimeException e) {
+      throw Errors.of(op, e);
+    }
+  }
+
+  private static String describe(ResourceType type, String namespace, String name) {
+    return type.kind() + " " + (namespace == null || namespace.isEmpty() ? name : namespace + "/" + name);
+  }
+
+  private static String nz(String s) {
+    return s == null ? "" : s;
+  }
+}
