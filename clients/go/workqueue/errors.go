@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -125,6 +124,21 @@ func (e *APIError) Error() string {
 // refusals, as the sidecar sends them.
 const kubernetesErrorDomain = "k8s.io"
 
+// sidecarErrorDomain is the ErrorInfo domain of the sidecar's own
+// refusals that share a code with others (STALE_LEASE, NO_KUBERNETES).
+const sidecarErrorDomain = "workqueue-sidecar"
+
+// sidecarReason is the reason of the status's ErrorInfo from the sidecar
+// itself, or "".
+func sidecarReason(st *status.Status) string {
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == sidecarErrorDomain {
+			return info.GetReason()
+		}
+	}
+	return ""
+}
+
 func apiErrorFrom(st *status.Status) *APIError {
 	var out *APIError
 	for _, d := range st.Details() {
@@ -221,9 +235,9 @@ func sentinelsFor(svc service, st *status.Status, api *APIError) []error {
 			return []error{ErrNotFound}
 		case codes.FailedPrecondition:
 			// The same code answers a write asked of a sidecar without
-			// Kubernetes and a write under a lease that ended; only the
-			// message tells them apart.
-			if strings.Contains(st.Message(), "without Kubernetes") {
+			// Kubernetes and a write under a lease that ended; the
+			// sidecar's ErrorInfo reason tells them apart.
+			if sidecarReason(st) == "NO_KUBERNETES" {
 				return []error{ErrNoKubernetes}
 			}
 			return []error{ErrStaleLease}

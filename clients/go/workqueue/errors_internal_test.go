@@ -23,6 +23,17 @@ func refusal(t *testing.T, code codes.Code, reason, httpStatus string, causes ..
 	return st.Err()
 }
 
+// sidecarRefusal is a status as the sidecar sends its own refusals that
+// share a code with others: an ErrorInfo of domain "workqueue-sidecar".
+func sidecarRefusal(t *testing.T, code codes.Code, reason, message string) error {
+	t.Helper()
+	st, err := status.New(code, message).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: "workqueue-sidecar"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Err()
+}
+
 func TestObjectServiceErrorsMatchTheirSentinels(t *testing.T) {
 	cases := []struct {
 		name string
@@ -36,8 +47,9 @@ func TestObjectServiceErrorsMatchTheirSentinels(t *testing.T) {
 		{"unknown kind", status.Error(codes.NotFound, "no kind Foo in example.com/v1: is its CRD installed?"), []error{ErrUnknownKind}, []error{ErrNotFound}},
 		{"forbidden", refusal(t, codes.PermissionDenied, "Forbidden", "403"), []error{ErrForbidden}, nil},
 		{"invalid", refusal(t, codes.InvalidArgument, "Invalid", "422"), []error{ErrInvalidArgument}, nil},
-		{"stale lease", status.Error(codes.FailedPrecondition, "stale lease token 7"), []error{ErrStaleLease}, []error{ErrNoKubernetes}},
-		{"no kubernetes", status.Error(codes.FailedPrecondition, "this sidecar runs without Kubernetes (its config names no informers), so it cannot write objects"), []error{ErrNoKubernetes}, []error{ErrStaleLease}},
+		{"stale lease", sidecarRefusal(t, codes.FailedPrecondition, "STALE_LEASE", "stale lease token 7"), []error{ErrStaleLease}, []error{ErrNoKubernetes}},
+		// Told apart by the reason, not the words.
+		{"no kubernetes", sidecarRefusal(t, codes.FailedPrecondition, "NO_KUBERNETES", "no writes here"), []error{ErrNoKubernetes}, []error{ErrStaleLease}},
 		{"unavailable", refusal(t, codes.Unavailable, "ServiceUnavailable", "503"), []error{ErrUnavailable}, nil},
 	}
 	for _, c := range cases {

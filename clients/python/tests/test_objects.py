@@ -105,8 +105,9 @@ def test_refused_writes_should_map_to_exceptions() -> None:
     assert type(obj(grpc.StatusCode.NOT_FOUND, reason="NotFound", http_status=404)) is NotFoundError
     assert type(obj(grpc.StatusCode.NOT_FOUND, "no kind Foo: is its CRD installed?")) is UnknownKindError
     assert type(obj(grpc.StatusCode.PERMISSION_DENIED, reason="Forbidden")) is ForbiddenError
-    assert type(obj(grpc.StatusCode.FAILED_PRECONDITION, "stale lease token 3")) is StaleLeaseError
-    assert type(obj(grpc.StatusCode.FAILED_PRECONDITION, "this sidecar runs without Kubernetes")) is NoKubernetesError
+    assert type(obj(grpc.StatusCode.FAILED_PRECONDITION, "stale lease token 3", "STALE_LEASE")) is StaleLeaseError
+    # Told apart by the sidecar's ErrorInfo reason, not the words.
+    assert type(obj(grpc.StatusCode.FAILED_PRECONDITION, "no writes here", "NO_KUBERNETES")) is NoKubernetesError
     invalid = obj(
         grpc.StatusCode.INVALID_ARGUMENT,
         reason="Invalid",

@@ -12,6 +12,9 @@ Service = Literal["queue", "cache", "object"]
 
 #: The ErrorInfo domain of the API server's refusals, as the sidecar sends them.
 KUBERNETES_ERROR_DOMAIN = "k8s.io"
+#: The ErrorInfo domain of the sidecar's own refusals that share a code with
+#: others (reasons ``STALE_LEASE`` and ``NO_KUBERNETES``).
+SIDECAR_ERROR_DOMAIN = "workqueue-sidecar"
 
 
 @dataclass(frozen=True)
@@ -135,15 +138,16 @@ def error_for(
     http_status: int = 0,
     causes: tuple[Cause, ...] = (),
 ) -> WorkqueueError:
-    """The exception for a status ``code`` answered by ``service``; ``reason``,
-    ``http_status`` and ``causes`` are the API server's, for a refused write."""
+    """The exception for a status ``code`` answered by ``service``; ``reason`` is the
+    status's ErrorInfo reason (the API server's for a refused write, or the
+    sidecar's own), ``http_status`` and ``causes`` the API server's."""
     cls: type[WorkqueueError]
     if service == "object" and code == grpc.StatusCode.NOT_FOUND:
         cls = NotFoundError if reason else UnknownKindError
     elif service == "object" and code == grpc.StatusCode.FAILED_PRECONDITION:
         # The same code answers a write asked of a sidecar without Kubernetes and a
-        # write under a lease that ended; only the message tells them apart.
-        cls = NoKubernetesError if "without Kubernetes" in message else StaleLeaseError
+        # write under a lease that ended; the sidecar's ErrorInfo reason tells which.
+        cls = NoKubernetesError if reason == "NO_KUBERNETES" else StaleLeaseError
     elif service == "object" and code == grpc.StatusCode.ABORTED and reason == "AlreadyExists":
         cls = AlreadyExistsError
     elif code == grpc.StatusCode.NOT_FOUND:
@@ -174,8 +178,9 @@ def from_rpc_error(err: grpc.aio.AioRpcError, service: Service = "queue") -> Wor
 
 
 def _api_details(err: grpc.aio.AioRpcError) -> tuple[str, int, tuple[Cause, ...]]:
-    """The API server's reason, HTTP status and causes from the status details
-    (``grpc-status-details-bin``: an ErrorInfo of domain k8s.io and a BadRequest)."""
+    """The ErrorInfo's reason, the API server's HTTP status and causes from the
+    status details (``grpc-status-details-bin``: an ErrorInfo of domain k8s.io and
+    a BadRequest, or an ErrorInfo of the sidecar's own domain)."""
     reason, http_status, causes = "", 0, []
     for key, value in err.trailing_metadata() or ():
         if key != "grpc-status-details-bin" or not isinstance(value, bytes):
@@ -187,6 +192,8 @@ def _api_details(err: grpc.aio.AioRpcError) -> tuple[str, int, tuple[Cause, ...]
             if detail.Unpack(info) and info.domain == KUBERNETES_ERROR_DOMAIN:
                 reason = info.reason
                 http_status = int(info.metadata.get("http_status", "0") or 0)
+            elif detail.Unpack(info) and info.domain == SIDECAR_ERROR_DOMAIN:
+                reason = info.reason
             elif detail.Unpack(bad_request):
                 causes += [Cause(v.field, v.description) for v in bad_request.field_violations]
     return reason, http_status, tuple(causes)
