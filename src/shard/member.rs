@@ -439,8 +439,14 @@ impl Member {
             self.effects.push(Effect::Revoke(recheck));
         }
         // Claims carried by writes of the broken chain prove nothing: each
-        // needs a snapshot with this write or a later one.
-        for set in std::mem::take(&mut self.claiming).into_values() {
+        // needs a snapshot with this write or a later one. Only the claims
+        // this write carried (keyed at or before it) move to it; claims made
+        // after it was sent are in no stored write yet, and a snapshot with
+        // this write must not confirm them (two members held one slot at
+        // start-up that way, where the first acknowledged write always
+        // starts a chain).
+        let later = self.claiming.split_off(&seq.saturating_add(1));
+        for set in std::mem::replace(&mut self.claiming, later).into_values() {
             recheck = recheck.union(&set);
         }
         if !recheck.is_empty() {
