@@ -2,15 +2,22 @@ package io.github.workqueuesidecar.client;
 
 import io.grpc.Status;
 
-/** ABORTED: a write conflicted: the object exists, or a UID or resourceVersion precondition failed. */
+/**
+ * ABORTED: a write conflicted: the object exists ({@link #reason()} {@code AlreadyExists}), or a
+ * UID or resourceVersion precondition failed ({@code Conflict}).
+ */
 public class ConflictException extends WorkqueueException {
   private static final long serialVersionUID = 1L;
 
   public ConflictException(String message) {
-    this(message, null, null);
+    this(message, (String) null, null);
   }
 
   public ConflictException(String message, String reason, Throwable cause) {
     super(Status.Code.ABORTED, message, reason, cause);
+  }
+
+  public ConflictException(String message, ErrorDetails details, Throwable cause) {
+    super(Status.Code.ABORTED, message, details, cause);
   }
 }

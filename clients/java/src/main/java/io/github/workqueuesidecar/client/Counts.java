@@ -10,5 +10,6 @@ import java.util.Map;
  * @param held keys held by workers
  * @param dirty held keys added again while held
  * @param readyByPriority ready keys per priority, highest priority first
+ * @param settling keys whose lease ended after writes the caches have not all seen yet (SETTLING)
  */
-public record Counts(int ready, int waiting, int held, int dirty, Map<Integer, Integer> readyByPriority) {}
+public record Counts(int ready, int waiting, int held, int dirty, Map<Integer, Integer> readyByPriority, int settling) {}

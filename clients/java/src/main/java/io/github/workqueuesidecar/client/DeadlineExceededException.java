@@ -7,10 +7,14 @@ public class DeadlineExceededException extends WorkqueueException {
   private static final long serialVersionUID = 1L;
 
   public DeadlineExceededException(String message) {
-    this(message, null, null);
+    this(message, (String) null, null);
   }
 
   public DeadlineExceededException(String message, String reason, Throwable cause) {
     super(Status.Code.DEADLINE_EXCEEDED, message, reason, cause);
+  }
+
+  public DeadlineExceededException(String message, ErrorDetails details, Throwable cause) {
+    super(Status.Code.DEADLINE_EXCEEDED, message, details, cause);
   }
 }

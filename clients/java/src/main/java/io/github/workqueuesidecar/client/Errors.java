@@ -1,9 +1,14 @@
 package io.github.workqueuesidecar.client;
 
+import com.google.protobuf.Any;
+import com.google.protobuf.InvalidProtocolBufferException;
+import com.google.rpc.BadRequest;
 import com.google.rpc.ErrorInfo;
 import io.grpc.Status;
-import io.grpc.StatusRuntimeException;
 import io.grpc.protobuf.StatusProto;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
 
 /** Turns gRPC statuses into the client's exceptions: the one place that maps codes. */
 final class Errors {
@@ -15,42 +20,59 @@ final class Errors {
       return w;
     }
     Status status = Status.fromThrowable(t);
-    String reason = null;
-    if (t instanceof StatusRuntimeException sre) {
-      reason = reasonOf(sre);
-    }
-    return of(status.getCode(), op, status.getDescription(), reason, t);
+    return of(status.getCode(), op, status.getDescription(), detailsOf(t), t);
   }
 
   /** The exception for a code that came inside a message (FinishAck, Extended). */
   static WorkqueueException of(Status.Code code, String op, String description, String reason, Throwable cause) {
+    return of(code, op, description, ErrorDetails.ofReason(reason), cause);
+  }
+
+  static WorkqueueException of(Status.Code code, String op, String description, ErrorDetails details, Throwable cause) {
     String message = "workqueue: " + op + ": " + code + (description == null || description.isEmpty() ? "" : ": " + description);
     return switch (code) {
-      case NOT_FOUND -> new NotFoundException(message, reason, cause);
-      case INVALID_ARGUMENT -> new InvalidArgumentException(message, reason, cause);
-      case FAILED_PRECONDITION -> new StaleLeaseException(message, reason, cause);
-      case UNAVAILABLE -> new UnavailableException(message, reason, cause);
-      case ABORTED -> new ConflictException(message, reason, cause);
-      case RESOURCE_EXHAUSTED -> new ResourceExhaustedException(message, reason, cause);
-      case DEADLINE_EXCEEDED -> new DeadlineExceededException(message, reason, cause);
-      default -> new WorkqueueException(code, message, reason, cause);
+      case NOT_FOUND -> new NotFoundException(message, details, cause);
+      case INVALID_ARGUMENT -> new InvalidArgumentException(message, details, cause);
+      case FAILED_PRECONDITION -> ErrorDetails.NO_KUBERNETES.equals(details.reason())
+          ? new NoKubernetesException(message, details, cause)
+          : new StaleLeaseException(message, details, cause);
+      case UNAVAILABLE -> new UnavailableException(message, details, cause);
+      case ABORTED -> new ConflictException(message, details, cause);
+      case RESOURCE_EXHAUSTED -> new ResourceExhaustedException(message, details, cause);
+      case DEADLINE_EXCEEDED -> new DeadlineExceededException(message, details, cause);
+      default -> new WorkqueueException(code, message, details, cause);
     };
   }
 
-  private static String reasonOf(StatusRuntimeException e) {
-    com.google.rpc.Status proto = StatusProto.fromThrowable(e);
+  /** The ErrorInfo and BadRequest details of a StatusRuntimeException's (or StatusException's) status. */
+  static ErrorDetails detailsOf(Throwable t) {
+    com.google.rpc.Status proto = StatusProto.fromThrowable(t);
     if (proto == null) {
-      return null;
+      return ErrorDetails.NONE;
     }
-    for (com.google.protobuf.Any detail : proto.getDetailsList()) {
-      if (detail.is(ErrorInfo.class)) {
-        try {
-          return detail.unpack(ErrorInfo.class).getReason();
-        } catch (com.google.protobuf.InvalidProtocolBufferException ignored) {
-          return null;
+    String reason = "";
+    String domain = "";
+    Map<String, String> metadata = Map.of();
+    List<ErrorDetails.FieldViolation> causes = new ArrayList<>();
+    for (Any detail : proto.getDetailsList()) {
+      try {
+        if (detail.is(ErrorInfo.class)) {
+          ErrorInfo info = detail.unpack(ErrorInfo.class);
+          reason = info.getReason();
+          domain = info.getDomain();
+          metadata = info.getMetadataMap();
+        } else if (detail.is(BadRequest.class)) {
+          for (BadRequest.FieldViolation v : detail.unpack(BadRequest.class).getFieldViolationsList()) {
+            causes.add(new ErrorDetails.FieldViolation(v.getField(), v.getDescription()));
+          }
         }
+      } catch (InvalidProtocolBufferException ignored) {
+        // a malformed detail: keep what the others say
       }
     }
-    return null;
+    if (reason.isEmpty() && domain.isEmpty() && metadata.isEmpty() && causes.isEmpty()) {
+      return ErrorDetails.NONE;
+    }
+    return new ErrorDetails(reason, domain, metadata, causes);
   }
 }

@@ -7,10 +7,14 @@ public class InvalidArgumentException extends WorkqueueException {
   private static final long serialVersionUID = 1L;
 
   public InvalidArgumentException(String message) {
-    this(message, null, null);
+    this(message, (String) null, null);
   }
 
   public InvalidArgumentException(String message, String reason, Throwable cause) {
     super(Status.Code.INVALID_ARGUMENT, message, reason, cause);
+  }
+
+  public InvalidArgumentException(String message, ErrorDetails details, Throwable cause) {
+    super(Status.Code.INVALID_ARGUMENT, message, details, cause);
   }
 }

@@ -8,7 +8,7 @@ import workqueue.v1.Workqueue;
 /**
  * Where one key is in its queue (KeyState).
  *
- * @param state absent, queued, waiting for a delay, or held by a worker
+ * @param state absent, queued, waiting for a delay, held by a worker, or settling after writes
  * @param priority the priority it is queued, waiting or was handed out at
  * @param failures failures since it was last forgotten
  * @param lastError the error text of its last failed attempt; empty when none
@@ -17,7 +17,9 @@ import workqueue.v1.Workqueue;
  * @param waitingUntil WAITING: when it becomes ready; else null
  * @param heldUntil HELD: the lease's deadline; else null
  * @param holder HELD: the lease's holder; else empty
- * @param dirty HELD: added again while held, queued again when the lease ends
+ * @param dirty HELD (or SETTLING): added again while held, queued again when the lease ends
+ * @param settlingUntil SETTLING: the latest instant it waits for the caches to see its lease's
+ *     writes; else null
  */
 public record KeyStatus(
     State state,
@@ -29,7 +31,8 @@ public record KeyStatus(
     Instant waitingUntil,
     Instant heldUntil,
     String holder,
-    boolean dirty) {
+    boolean dirty,
+    Instant settlingUntil) {
 
   /** Where a key is. */
   public enum State {
@@ -40,7 +43,12 @@ public record KeyStatus(
     /** Waiting for a delay to pass before it is ready. */
     WAITING,
     /** Held by a worker under a lease. */
-    HELD
+    HELD,
+    /**
+     * Its last lease ended after writes through the sidecar under that lease: not handed out again
+     * until the caches have seen them, or until {@link #settlingUntil()}.
+     */
+    SETTLING
   }
 
   /** The time the key becomes ready, for a WAITING key. */
@@ -53,6 +61,7 @@ public record KeyStatus(
       case KEY_STATE_QUEUED -> State.QUEUED;
       case KEY_STATE_WAITING -> State.WAITING;
       case KEY_STATE_HELD -> State.HELD;
+      case KEY_STATE_SETTLING -> State.SETTLING;
       default -> State.ABSENT;
     };
     return new KeyStatus(
@@ -65,6 +74,7 @@ public record KeyStatus(
         Protos.instant(r.hasWaitingUntil(), r.getWaitingUntil()),
         Protos.instant(r.hasHeldUntil(), r.getHeldUntil()),
         r.getHolder(),
-        r.getDirty());
+        r.getDirty(),
+        Protos.instant(r.hasSettlingUntil(), r.getSettlingUntil()));
   }
 }

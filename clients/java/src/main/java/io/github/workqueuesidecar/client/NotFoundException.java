@@ -7,10 +7,14 @@ public class NotFoundException extends WorkqueueException {
   private static final long serialVersionUID = 1L;
 
   public NotFoundException(String message) {
-    this(message, null, null);
+    this(message, (String) null, null);
   }
 
   public NotFoundException(String message, String reason, Throwable cause) {
     super(Status.Code.NOT_FOUND, message, reason, cause);
+  }
+
+  public NotFoundException(String message, ErrorDetails details, Throwable cause) {
+    super(Status.Code.NOT_FOUND, message, details, cause);
   }
 }

@@ -18,9 +18,21 @@ import workqueue.v1.ObjectServiceGrpc;
 /**
  * Writes Kubernetes objects through the sidecar (ObjectService), with its credentials: a reconciler
  * needs no Kubernetes client library. Bodies are anything Jackson encodes (a {@code Map}, a {@code
- * JsonNode}, your own type), or JSON text as a {@code String} or {@code byte[]}. Errors carry the
- * API server's reason ({@link WorkqueueException#reason()}); a conflict is {@link
- * ConflictException}.
+ * JsonNode}, your own type), or JSON text as a {@code String} or {@code byte[]}.
+ *
+ * <p>Writes under a lease: {@code client.objects().underLease(req.lease())} makes every write of the
+ * returned {@code ObjectWrites} name the reconcile's lease. The sidecar makes such a write only while
+ * the lease is current ({@link StaleLeaseException}, reason {@code STALE_LEASE}, and nothing
+ * written, once it ended), and does not lease the key again until the caches have seen the write
+ * (the key is {@code SETTLING} meanwhile): the next reconcile never reads a cache older than its own
+ * last write.
+ *
+ * <p>Errors carry the API server's reason and domain ({@link WorkqueueException#reason()}, {@link
+ * WorkqueueException#domain()} {@code k8s.io}): a stale resourceVersion or an existing name is
+ * {@link ConflictException} ({@code Conflict}, {@code AlreadyExists}), an invalid object {@link
+ * InvalidArgumentException} ({@code Invalid}, with {@link WorkqueueException#causes()}), a missing
+ * one {@link NotFoundException}; a standalone sidecar refuses every write with {@link
+ * NoKubernetesException}.
  */
 public final class ObjectWrites {
   /** How a patch is read. */
@@ -48,9 +60,28 @@ public final class ObjectWrites {
   public record Deleted(boolean gone, Optional<WrittenObject> object) {}
 
   private final WorkqueueClient client;
+  private final LeaseRef lease;
 
   ObjectWrites(WorkqueueClient client) {
+    this(client, null);
+  }
+
+  private ObjectWrites(WorkqueueClient client, LeaseRef lease) {
     this.client = client;
+    this.lease = lease;
+  }
+
+  /**
+   * The same writes, each made under {@code lease} (typically {@link Request#lease()}): made only
+   * while the lease is current, else {@link StaleLeaseException} and not made. Null: no lease.
+   */
+  public ObjectWrites underLease(LeaseRef lease) {
+    return new ObjectWrites(client, lease);
+  }
+
+  /** The lease these writes are made under; empty for plain writes. */
+  public Optional<LeaseRef> lease() {
+    return Optional.ofNullable(lease);
   }
 
   /** Server-side applies {@code body} with the sidecar's field manager. */
@@ -60,28 +91,34 @@ public final class ObjectWrites {
 
   /** Server-side applies {@code body}; {@code force} takes fields other managers own. */
   public WrittenObject apply(ResourceType type, String namespace, String name, Object body, String fieldManager, boolean force) {
-    ApplyObjectRequest req = ApplyObjectRequest.newBuilder()
+    ApplyObjectRequest.Builder b = ApplyObjectRequest.newBuilder()
         .setType(type.proto())
         .setNamespace(nz(namespace))
         .setName(name)
         .setJson(json(body))
         .setFieldManager(nz(fieldManager))
-        .setForce(force)
-        .build();
-    return written(call("apply " + describe(type, namespace, name), () -> stub().applyObject(req)).getObject());
+        .setForce(force);
+    if (lease != null) {
+      b.setLease(lease.proto());
+    }
+    ApplyObjectRequest req = b.build();
+    return written(call(op("apply ") + describe(type, namespace, name), () -> stub().applyObject(req)).getObject());
   }
 
   /** Patches the object ({@code status} false) or its status subresource. */
   public WrittenObject patch(ResourceType type, String namespace, String name, PatchType patchType, Object patch, boolean status) {
-    PatchObjectRequest req = PatchObjectRequest.newBuilder()
+    PatchObjectRequest.Builder b = PatchObjectRequest.newBuilder()
         .setType(type.proto())
         .setNamespace(nz(namespace))
         .setName(name)
         .setPatchType(patchType == PatchType.MERGE ? workqueue.v1.Object.PatchType.PATCH_TYPE_MERGE : workqueue.v1.Object.PatchType.PATCH_TYPE_JSON)
         .setPatch(json(patch))
-        .setStatus(status)
-        .build();
-    return written(call("patch " + describe(type, namespace, name), () -> stub().patchObject(req)).getObject());
+        .setStatus(status);
+    if (lease != null) {
+      b.setLease(lease.proto());
+    }
+    PatchObjectRequest req = b.build();
+    return written(call(op("patch ") + describe(type, namespace, name), () -> stub().patchObject(req)).getObject());
   }
 
   /** A JSON merge patch of the object. */
@@ -89,10 +126,19 @@ public final class ObjectWrites {
     return patch(type, namespace, name, PatchType.MERGE, patch, false);
   }
 
-  /** Creates the object; {@link ConflictException} when one of that name exists. */
+  /** A JSON patch (RFC 6902) of the object: {@code ops} is the array of operations. */
+  public WrittenObject jsonPatch(ResourceType type, String namespace, String name, Object ops) {
+    return patch(type, namespace, name, PatchType.JSON, ops, false);
+  }
+
+  /** Creates the object; {@link ConflictException} (reason {@code AlreadyExists}) when one of that name exists. */
   public WrittenObject create(ResourceType type, String namespace, Object body) {
-    CreateObjectRequest req = CreateObjectRequest.newBuilder().setType(type.proto()).setNamespace(nz(namespace)).setJson(json(body)).build();
-    return written(call("create " + describe(type, namespace, ""), () -> stub().createObject(req)).getObject());
+    CreateObjectRequest.Builder b = CreateObjectRequest.newBuilder().setType(type.proto()).setNamespace(nz(namespace)).setJson(json(body));
+    if (lease != null) {
+      b.setLease(lease.proto());
+    }
+    CreateObjectRequest req = b.build();
+    return written(call(op("create ") + describe(type, namespace, ""), () -> stub().createObject(req)).getObject());
   }
 
   /** Deletes the object, whatever its UID and version. */
@@ -102,7 +148,7 @@ public final class ObjectWrites {
 
   /** Deletes the object if it still has {@code uid} and {@code resourceVersion} (each empty: any). */
   public Deleted delete(ResourceType type, String namespace, String name, String uid, String resourceVersion, Propagation propagation) {
-    DeleteObjectRequest req = DeleteObjectRequest.newBuilder()
+    DeleteObjectRequest.Builder b = DeleteObjectRequest.newBuilder()
         .setType(type.proto())
         .setNamespace(nz(namespace))
         .setName(name)
@@ -113,9 +159,12 @@ public final class ObjectWrites {
           case BACKGROUND -> workqueue.v1.Object.Propagation.PROPAGATION_BACKGROUND;
           case FOREGROUND -> workqueue.v1.Object.Propagation.PROPAGATION_FOREGROUND;
           case ORPHAN -> workqueue.v1.Object.Propagation.PROPAGATION_ORPHAN;
-        })
-        .build();
-    DeleteObjectResponse resp = call("delete " + describe(type, namespace, name), () -> stub().deleteObject(req));
+        });
+    if (lease != null) {
+      b.setLease(lease.proto());
+    }
+    DeleteObjectRequest req = b.build();
+    DeleteObjectResponse resp = call(op("delete ") + describe(type, namespace, name), () -> stub().deleteObject(req));
     return new Deleted(resp.getGone(), resp.hasObject() ? Optional.of(written(resp.getObject())) : Optional.empty());
   }
 
@@ -150,6 +199,10 @@ public final class ObjectWrites {
     } catch (StatusRuntimeException e) {
       throw Errors.of(op, e);
     }
+  }
+
+  private String op(String verb) {
+    return lease == null ? verb : "under lease " + lease.queue() + "/" + lease.key() + " " + verb;
   }
 
   private static String describe(ResourceType type, String namespace, String name) {

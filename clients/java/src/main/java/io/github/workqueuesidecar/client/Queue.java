@@ -105,7 +105,7 @@ public final class Queue {
     Workqueue.LenResponse r = call("count keys of", () -> stub().len(Workqueue.LenRequest.newBuilder().setQueue(name).build()));
     Map<Integer, Integer> byPriority = new LinkedHashMap<>();
     r.getReadyByPriorityList().forEach(p -> byPriority.put(p.getPriority(), p.getCount()));
-    return new Counts(r.getReady(), r.getWaiting(), r.getHeld(), r.getDirty(), java.util.Collections.unmodifiableMap(byPriority));
+    return new Counts(r.getReady(), r.getWaiting(), r.getHeld(), r.getDirty(), java.util.Collections.unmodifiableMap(byPriority), r.getSettling());
   }
 
   /** Where a key is: absent, queued, waiting or held, with its failures, last error and reasons. */

@@ -19,6 +19,11 @@ import workqueue.v1.Workqueue;
  * @param object the cached object of the queue's primary informer, when asked for with {@link
  *     RunOptions#includeObject()}
  * @param signal the lease's cancellation signal, also passed to the reconciler; gives the deadline
+ * @param lease the lease this request came with: pass it to {@link ObjectWrites#underLease} so the
+ *     reconcile's writes are fenced by it
+ * @param deleting the key's object is being deleted (it has a deletionTimestamp and finalizers
+ *     hold it); on a queue that declares a finalizer, a success removes it
+ * @param deletionTimestamp when deleting, the object's metadata.deletionTimestamp
  */
 public record Request(
     String queue,
@@ -29,7 +34,10 @@ public record Request(
     List<Reason> reasons,
     Instant enqueuedAt,
     Optional<CachedObject> object,
-    CancellationSignal signal) {
+    CancellationSignal signal,
+    LeaseRef lease,
+    boolean deleting,
+    Optional<Instant> deletionTimestamp) {
 
   /** The key's namespace: the part before the first '/', empty for a cluster-scoped key. */
   public String namespace() {
@@ -63,6 +71,9 @@ public record Request(
         Reason.of(l.getReasonsList()),
         Protos.instant(l.hasEnqueuedAt(), l.getEnqueuedAt()),
         l.hasObject() ? Optional.of(new CachedObject(l.getObject(), mapper)) : Optional.empty(),
-        signal);
+        signal,
+        new LeaseRef(queue, l.getKey(), l.getToken()),
+        l.getDeleting(),
+        Optional.ofNullable(Protos.instant(l.hasDeletionTimestamp(), l.getDeletionTimestamp())));
   }
 }

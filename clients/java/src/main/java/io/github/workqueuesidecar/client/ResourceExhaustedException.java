@@ -7,10 +7,14 @@ public class ResourceExhaustedException extends WorkqueueException {
   private static final long serialVersionUID = 1L;
 
   public ResourceExhaustedException(String message) {
-    this(message, null, null);
+    this(message, (String) null, null);
   }
 
   public ResourceExhaustedException(String message, String reason, Throwable cause) {
     super(Status.Code.RESOURCE_EXHAUSTED, message, reason, cause);
+  }
+
+  public ResourceExhaustedException(String message, ErrorDetails details, Throwable cause) {
+    super(Status.Code.RESOURCE_EXHAUSTED, message, details, cause);
   }
 }

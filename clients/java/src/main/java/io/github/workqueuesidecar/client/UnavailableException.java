@@ -7,10 +7,14 @@ public class UnavailableException extends WorkqueueException {
   private static final long serialVersionUID = 1L;
 
   public UnavailableException(String message) {
-    this(message, null, null);
+    this(message, (String) null, null);
   }
 
   public UnavailableException(String message, String reason, Throwable cause) {
     super(Status.Code.UNAVAILABLE, message, reason, cause);
+  }
+
+  public UnavailableException(String message, ErrorDetails details, Throwable cause) {
+    super(Status.Code.UNAVAILABLE, message, details, cause);
   }
 }

@@ -241,6 +241,6 @@ public final class Worker implements AutoCloseable {
     if (t instanceof RuntimeException r) {
       return r;
     }
-    return new WorkqueueException(Status.Code.UNKNOWN, String.valueOf(t), null, t);
+    return new WorkqueueException(Status.Code.UNKNOWN, String.valueOf(t), ErrorDetails.NONE, t);
   }
 }
