@@ -35,7 +35,7 @@ use tokio::time::Instant;
 use tokio_stream::wrappers::WatchStream;
 
 use crate::informer::{CacheReadError, InformerRegistry, LabelSelector, Meta, SharedInformer};
-use crate::objects::KindRef;
+use crate::objects::{KindRef, ObjectRef};
 use crate::queue::{LeaseToken, QueueError};
 use crate::queue_registry::QueueRegistry;
 
@@ -60,6 +60,29 @@ pub struct Written<'a> {
     pub namespace: Option<&'a str>,
     pub name: &'a str,
     pub outcome: WriteOutcome<'a>,
+}
+
+impl<'a> Written<'a> {
+    /// An object as the API server answered a write of it (created,
+    /// applied, patched, or marked for deletion).
+    pub fn object(kind: &'a KindRef, object: &'a DynamicObject) -> Self {
+        Written {
+            kind,
+            namespace: object.metadata.namespace.as_deref(),
+            name: object.metadata.name.as_deref().unwrap_or_default(),
+            outcome: WriteOutcome::Object(object),
+        }
+    }
+
+    /// An object deleted at once.
+    pub fn gone(target: &'a ObjectRef) -> Self {
+        Written {
+            kind: &target.kind,
+            namespace: target.namespace.as_deref(),
+            name: &target.name,
+            outcome: WriteOutcome::Gone,
+        }
+    }
 }
 
 /// What the API server answered.
@@ -285,8 +308,7 @@ impl WriteTicket {
             }
             return;
         }
-        let settle =
-            lease.as_ref().and_then(|(queue, _)| freshness.queues.get(queue)).map(|q| q.settings().settle_timeout);
+        let settle = lease.as_ref().and_then(|(queue, _)| freshness.queues.get(queue)).map(|q| q.settle_timeout());
         let bound = settle.map_or(READ_BOUND, |settle| settle.max(READ_BOUND));
         ledger.insert(PendingWrite { expects, lease, at: Instant::now(), bound });
         freshness.pending.store(ledger.writes.len(), Ordering::Release);

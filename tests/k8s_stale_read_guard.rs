@@ -104,6 +104,25 @@ fn counter_of(json: &[u8]) -> u64 {
     object["data"]["counter"].as_str().unwrap().parse().unwrap()
 }
 
+/// A sidecar on ConfigMaps of a new namespace, queue `q` with `queue_fields`
+/// added to its settings, serving gRPC with writes; the sidecar and its
+/// server run while the returned pair lives.
+async fn start(
+    prefix: &str,
+    queue_fields: &str,
+) -> (TestNamespace, Clients, (Sidecar, tokio::sync::watch::Sender<bool>)) {
+    let client = control_plane::client().await;
+    let ns = TestNamespace::create(&client, prefix).await;
+    let yaml = format!(
+        "informers:\n  cms: {{ version: v1, kind: ConfigMap, namespace: {} }}\nqueues:\n  q: {{ primary: cms{queue_fields} }}\n",
+        ns.name()
+    );
+    let mut sidecar = Sidecar::start(&client, &yaml).await;
+    sidecar.synced().await;
+    let (channel, stop) = sidecar.serve_grpc(Some(ObjectWriter::new(client.clone(), "tests".into()))).await;
+    (ns, Clients::new(channel), (sidecar, stop))
+}
+
 async fn create_counter(clients: &mut Clients, namespace: &str, name: &str) {
     let object = json!({"metadata": {"name": name}, "data": {"counter": "0"}});
     let request = pb::CreateObjectRequest {
@@ -118,16 +137,7 @@ async fn create_counter(clients: &mut Clients, namespace: &str, name: &str) {
 #[tokio::test]
 #[ignore = "needs a control plane: hack/test runs it with --ignored"]
 async fn k8s_a_reconcile_should_never_read_a_cache_older_than_its_own_last_write() {
-    let client = control_plane::client().await;
-    let ns = TestNamespace::create(&client, "stale").await;
-    let yaml = format!(
-        "informers:\n  cms: {{ version: v1, kind: ConfigMap, namespace: {} }}\nqueues:\n  q: {{ primary: cms }}\n",
-        ns.name()
-    );
-    let mut sidecar = Sidecar::start(&client, &yaml).await;
-    sidecar.synced().await;
-    let (channel, _stop) = sidecar.serve_grpc(Some(ObjectWriter::new(client.clone(), "tests".into()))).await;
-    let mut clients = Clients::new(channel);
+    let (ns, mut clients, _running) = start("stale", "").await;
     create_counter(&mut clients, ns.name(), "counter").await;
 
     // Each round is one reconcile: read the counter from the cache, write
@@ -189,16 +199,7 @@ fn summary(mut samples: Vec<Duration>) -> String {
 #[tokio::test]
 #[ignore = "needs a control plane: hack/test runs it with --ignored"]
 async fn k8s_a_write_under_a_lost_lease_should_be_refused_and_not_made() {
-    let client = control_plane::client().await;
-    let ns = TestNamespace::create(&client, "fenced").await;
-    let yaml = format!(
-        "informers:\n  cms: {{ version: v1, kind: ConfigMap, namespace: {} }}\nqueues:\n  q: {{ primary: cms, settle_timeout: 30s }}\n",
-        ns.name()
-    );
-    let mut sidecar = Sidecar::start(&client, &yaml).await;
-    sidecar.synced().await;
-    let (channel, _stop) = sidecar.serve_grpc(Some(ObjectWriter::new(client.clone(), "tests".into()))).await;
-    let mut clients = Clients::new(channel);
+    let (ns, mut clients, _running) = start("fenced", ", settle_timeout: 30s").await;
     create_counter(&mut clients, ns.name(), "fenced").await;
 
     let lease = clients.lease().await;

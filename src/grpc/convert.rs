@@ -59,7 +59,7 @@ pub fn reasons(set: &ReasonSet) -> Vec<pb::Reason> {
         .collect()
 }
 
-pub fn lease(lease: Lease<Arc<str>>) -> pb::Lease {
+fn lease(lease: Lease<Arc<str>>) -> pb::Lease {
     pb::Lease {
         token: lease.token.get(),
         deadline: Some(timestamp(lease.deadline)),
@@ -198,7 +198,7 @@ pub fn lease_for(granted: Lease<Arc<str>>, primary: Option<&SharedInformer>, inc
 
 /// The object of `key` for a lease: the cached state, or the last known state
 /// of a deleted object (with `deleted`); `None` when neither is known.
-pub fn lease_object(informer: &SharedInformer, key: &str) -> Option<pb::CachedObject> {
+fn lease_object(informer: &SharedInformer, key: &str) -> Option<pb::CachedObject> {
     match informer.get(key) {
         Some(object) => Some(cached_object(&object, false)),
         None => informer.get_deleted(key).map(|object| cached_object(&object, true)),

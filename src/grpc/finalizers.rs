@@ -15,7 +15,8 @@ use parking_lot::Mutex;
 use tracing::warn;
 
 use super::status::ApiError;
-use crate::freshness::{Freshness, LeaseRef, WriteOutcome, Written};
+use super::{convert, pb};
+use crate::freshness::{Freshness, LeaseRef, Written};
 use crate::informer::{InformerRegistry, SharedInformer};
 use crate::objects::{FinalizerChange, KindRef, ObjectRef, ObjectWriter, WriteError};
 use crate::queue::{FinishOutcome, Lease, LeaseToken};
@@ -73,7 +74,7 @@ impl DeclaredFinalizers {
     }
 
     /// The lease was sent marked `deleting`: remembered for its Finish.
-    pub fn sent_deleting(&self, queue: &Queue, key: &Arc<str>, token: LeaseToken) {
+    fn sent_deleting(&self, queue: &Queue, key: &Arc<str>, token: LeaseToken) {
         if !self.by_queue.contains_key(&**queue.name()) {
             return;
         }
@@ -149,19 +150,31 @@ impl DeclaredFinalizers {
             true => self.writer.add_finalizer(target, finalizer).await,
             false => self.writer.remove_finalizer(target, finalizer).await,
         };
-        let written = |outcome| Written {
-            kind: &target.kind,
-            namespace: target.namespace.as_deref(),
-            name: &target.name,
-            outcome,
-        };
         match change.map_err(Fenced::Write)? {
-            FinalizerChange::Changed(object) => ticket.written(written(WriteOutcome::Object(&object))),
-            FinalizerChange::Gone => ticket.written(written(WriteOutcome::Gone)),
+            FinalizerChange::Changed(object) => ticket.written(Written::object(&target.kind, &object)),
+            FinalizerChange::Gone => ticket.written(Written::gone(target)),
             FinalizerChange::Unchanged => {}
         }
         Ok(())
     }
+}
+
+/// A lease as it is sent ([`convert::lease_for`]). One marked deleting, on a
+/// queue that declares a finalizer, is remembered: only its successful
+/// Finish removes the finalizer.
+pub fn lease_to_send(
+    finalizers: Option<&DeclaredFinalizers>,
+    queue: &Queue,
+    lease: Lease<Arc<str>>,
+    primary: Option<&SharedInformer>,
+    include_object: bool,
+) -> pb::Lease {
+    let (key, token) = (lease.key.clone(), lease.token);
+    let sent = convert::lease_for(lease, primary, include_object);
+    if let Some(finalizers) = finalizers.filter(|_| sent.deleting) {
+        finalizers.sent_deleting(queue, &key, token);
+    }
+    sent
 }
 
 /// Why a finalizer write under a lease did not happen.

@@ -9,7 +9,7 @@ use tonic::{Request, Response, Status};
 use super::pb::{self, object_service_server::ObjectService};
 use super::status::ApiError;
 use super::validate;
-use crate::freshness::{Freshness, LeaseRef, WriteOutcome, WriteTicket, Written};
+use crate::freshness::{Freshness, LeaseRef, WriteTicket, Written};
 use crate::objects::{DeleteOptions, Deleted, KindRef, ObjectRef, ObjectWriter, PatchBody, Propagation};
 
 /// What writes need: `None` in the standalone mode, which has no Kubernetes.
@@ -50,7 +50,7 @@ impl ObjectService for ObjectApi {
         let manager = field_manager(&req.field_manager)?;
         let (writer, ticket) = self.begin(req.lease.as_ref())?;
         let written = writer.apply(&target, object, manager, req.force).await.map_err(ApiError::from)?;
-        ticket.written(wrote(&target.kind, &written));
+        ticket.written(Written::object(&target.kind, &written));
         Ok(Response::new(pb::ApplyObjectResponse { object: Some(written_object(&written)?) }))
     }
 
@@ -69,7 +69,7 @@ impl ObjectService for ObjectApi {
         let manager = field_manager(&req.field_manager)?;
         let (writer, ticket) = self.begin(req.lease.as_ref())?;
         let written = writer.patch(&target, patch, req.status, manager).await.map_err(ApiError::from)?;
-        ticket.written(wrote(&target.kind, &written));
+        ticket.written(Written::object(&target.kind, &written));
         Ok(Response::new(pb::PatchObjectResponse { object: Some(written_object(&written)?) }))
     }
 
@@ -81,7 +81,7 @@ impl ObjectService for ObjectApi {
         let manager = field_manager(&req.field_manager)?;
         let (writer, ticket) = self.begin(req.lease.as_ref())?;
         let written = writer.create(&kind, namespace, object, manager).await.map_err(ApiError::from)?;
-        ticket.written(wrote(&kind, &written));
+        ticket.written(Written::object(&kind, &written));
         Ok(Response::new(pb::CreateObjectResponse { object: Some(written_object(&written)?) }))
     }
 
@@ -105,16 +105,11 @@ impl ObjectService for ObjectApi {
         let (writer, ticket) = self.begin(req.lease.as_ref())?;
         let reply = match writer.delete(&target, options).await.map_err(ApiError::from)? {
             Deleted::Gone => {
-                ticket.written(Written {
-                    kind: &target.kind,
-                    namespace: target.namespace.as_deref(),
-                    name: &target.name,
-                    outcome: WriteOutcome::Gone,
-                });
+                ticket.written(Written::gone(&target));
                 pb::DeleteObjectResponse { gone: true, object: None }
             }
             Deleted::Pending(object) => {
-                ticket.written(wrote(&target.kind, &object));
+                ticket.written(Written::object(&target.kind, &object));
                 pb::DeleteObjectResponse { gone: false, object: Some(written_object(&object)?) }
             }
         };
@@ -133,16 +128,6 @@ fn lease_ref(lease: &pb::LeaseRef) -> Result<LeaseRef, ApiError> {
         token: validate::token(lease.token)
             .map_err(|_| ApiError::invalid("lease.token", "must be the token of a lease (non-zero)"))?,
     })
-}
-
-/// A written object, as the stale-read guard notes it.
-fn wrote<'a>(kind: &'a KindRef, object: &'a DynamicObject) -> Written<'a> {
-    Written {
-        kind,
-        namespace: object.metadata.namespace.as_deref(),
-        name: object.metadata.name.as_deref().unwrap_or_default(),
-        outcome: WriteOutcome::Object(object),
-    }
 }
 
 fn kind_ref(resource_type: Option<&pb::ResourceType>) -> Result<KindRef, ApiError> {

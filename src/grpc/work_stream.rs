@@ -28,7 +28,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status, Streaming};
 use tracing::{debug, info};
 
-use super::finalizers::DeclaredFinalizers;
+use super::finalizers::{DeclaredFinalizers, lease_to_send};
 use super::pb::{self, work_request, work_response};
 use super::status::{ApiError, code_of};
 use super::{convert, validate};
@@ -170,6 +170,15 @@ async fn run(
     session.serve(&mut inbound).await
 }
 
+/// The answer to a Finish: its result as a code and message.
+fn finish_ack(key: String, token: u64, result: Result<(), ApiError>) -> work_response::Kind {
+    let (code, message) = match result {
+        Ok(()) => (Code::Ok, String::new()),
+        Err(err) => (code_of(&err), err.to_string()),
+    };
+    work_response::Kind::FinishAck(work_response::FinishAck { key, token, code: code as i32, message })
+}
+
 async fn send(tx: &Outbound, kind: work_response::Kind) -> Result<(), Status> {
     tx.send(Ok(pb::WorkResponse { kind: Some(kind) })).await.map_err(|_| Status::cancelled("the worker went away"))
 }
@@ -236,17 +245,16 @@ impl Session {
                 let include_object = self.include_object;
                 deferred.push(Box::pin(async move {
                     let added = finalizers.add(&queue, &lease).await;
-                    let lease = added.then(|| Box::new(convert::lease_for(lease, primary.as_deref(), include_object)));
+                    let lease = added.then(|| {
+                        Box::new(lease_to_send(Some(&finalizers), &queue, lease, primary.as_deref(), include_object))
+                    });
                     Deferred::Lease { token, lease }
                 }));
                 Ok(())
             }
             _ => {
-                let key = lease.key.clone();
-                let lease = convert::lease_for(lease, self.primary.as_deref(), self.include_object);
-                if let Some(finalizers) = self.finalizers.as_ref().filter(|_| lease.deleting) {
-                    finalizers.sent_deleting(&self.queue, &key, token);
-                }
+                let (finalizers, primary) = (self.finalizers.as_deref(), self.primary.as_deref());
+                let lease = lease_to_send(finalizers, &self.queue, lease, primary, self.include_object);
                 send(&self.tx, work_response::Kind::Lease(lease)).await
             }
         }
@@ -271,12 +279,7 @@ impl Session {
                 if matches!(result, Ok(()) | Err(ApiError::Queue(QueueError::StaleToken { .. }))) {
                     self.held.remove(&token);
                 }
-                let (code, message) = match result {
-                    Ok(()) => (Code::Ok, String::new()),
-                    Err(err) => (code_of(&err), err.to_string()),
-                };
-                let ack = work_response::FinishAck { key, token: token.get(), code: code as i32, message };
-                send(&self.tx, work_response::Kind::FinishAck(ack)).await
+                send(&self.tx, finish_ack(key, token.get(), result)).await
             }
         }
     }
@@ -312,12 +315,8 @@ impl Session {
                     deferred.push(step);
                     return Ok(());
                 }
-                let (code, message) = match self.finish(&finish) {
-                    Ok(()) => (Code::Ok, String::new()),
-                    Err(err) => (code_of(&err), err.to_string()),
-                };
-                let ack = work_response::FinishAck { key: finish.key, token: finish.token, code: code as i32, message };
-                send(&self.tx, work_response::Kind::FinishAck(ack)).await
+                let result = self.finish(&finish);
+                send(&self.tx, finish_ack(finish.key, finish.token, result)).await
             }
             Some(work_request::Kind::Extend(extend)) => {
                 let extended = match self.extend(&extend) {

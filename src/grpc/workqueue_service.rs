@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tonic::{Request, Response, Status};
 
-use super::finalizers::DeclaredFinalizers;
+use super::finalizers::{DeclaredFinalizers, lease_to_send};
 use super::pb;
 use super::pb::work_queue_service_server::WorkQueueService;
 use super::status::ApiError;
@@ -124,12 +124,7 @@ impl WorkQueueService for WorkQueueApi {
             {
                 continue; // finished as a retry: the finalizer could not be added
             }
-            let (key, token) = (lease.key.clone(), lease.token);
-            let lease = convert::lease_for(lease, primary, req.include_object);
-            if let Some(finalizers) = self.finalizers.as_ref().filter(|_| lease.deleting) {
-                finalizers.sent_deleting(queue, &key, token);
-            }
-            sent.push(lease);
+            sent.push(lease_to_send(self.finalizers.as_deref(), queue, lease, primary, req.include_object));
         }
         Ok(Response::new(pb::GetResponse { leases: sent }))
     }

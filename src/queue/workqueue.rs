@@ -101,6 +101,11 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         self.shared.state.lock().settings().clone()
     }
 
+    /// How long a key may settle after a lease whose writes the caches have not seen.
+    pub fn settle_timeout(&self) -> Duration {
+        self.shared.state.lock().settings().settle_timeout
+    }
+
     /// `Add`: the key is ready now, at `priority` (never lowering a queued key's).
     pub fn add(&self, key: K, priority: i32, reason: Reason) -> Result<AddOutcome, QueueError> {
         self.with_state(|state, now| state.add(key, priority, reason, now))
