@@ -23,7 +23,6 @@ use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
 use tokio::sync::mpsc;
-use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status, Streaming};
 use tracing::{debug, info};
@@ -33,7 +32,7 @@ use super::pb::{self, work_request, work_response};
 use super::status::{ApiError, code_of};
 use super::{convert, validate};
 use crate::informer::{InformerRegistry, SharedInformer};
-use crate::queue::{Holder, Lease, LeaseToken, QueueError};
+use crate::queue::{Holder, Lease, LeaseToken, LostLease, QueueError};
 use crate::queue_registry::{Queue, QueueRegistry};
 
 /// Most leases one stream may hold at once.
@@ -41,9 +40,6 @@ pub const MAX_CREDITS: u32 = 1024;
 /// Responses buffered per stream: a full window of leases plus the acks of a
 /// full window of finishes, so the session never waits on a worker that reads.
 const OUTBOUND_CAPACITY: usize = 2 * MAX_CREDITS as usize + 16;
-/// How often a stream checks which of its leases ended without a Finish on
-/// it (expired, or handed back at a drain's end), to give their credits back.
-const PRUNE_EVERY: Duration = Duration::from_millis(100);
 
 pub type WorkStream = ReceiverStream<Result<pb::WorkResponse, Status>>;
 
@@ -119,7 +115,6 @@ type Outbound = mpsc::Sender<Result<pb::WorkResponse, Status>>;
 /// A lease as its stream knows it.
 struct StreamLease {
     key: Arc<str>,
-    deadline: Instant,
     /// It ended without a Finish (expired, revoked) and the worker was sent a
     /// Cancel; its credit comes back with the worker's Finish.
     ended: bool,
@@ -190,14 +185,11 @@ impl Session {
         // the branch handlers change.
         let (tx, queue, holder, ttl) = (self.tx.clone(), self.queue.clone(), self.holder.clone(), self.ttl);
         let mut deferred = DeferredSteps::new();
-        let mut prune = tokio::time::interval(PRUNE_EVERY);
-        prune.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Watched before the first lease is taken, so no loss goes unheard.
+        let mut lost = queue.watch_lost_leases(&holder);
         loop {
-            if shutting_down {
-                self.prune_ended().await?;
-                if self.held.values().all(|lease| lease.ended) {
-                    return Err(Status::unavailable("the queue is shutting down"));
-                }
+            if shutting_down && self.held.values().all(|lease| lease.ended) {
+                return Err(Status::unavailable("the queue is shutting down"));
             }
             let free = (self.window as usize).saturating_sub(self.held.len());
             tokio::select! {
@@ -227,7 +219,7 @@ impl Session {
                     }
                 },
                 Some(step) = deferred.next(), if !deferred.is_empty() => self.deferred_done(step).await?,
-                _ = prune.tick(), if self.held.values().any(|lease| !lease.ended) => self.prune_ended().await?,
+                lease = lost.recv() => self.lease_lost(lease).await?,
                 _ = tx.closed() => return Ok(()),
             }
         }
@@ -237,7 +229,7 @@ impl Session {
     async fn push_lease(&mut self, lease: Lease<Arc<str>>, deferred: &mut DeferredSteps) -> Result<(), Status> {
         let token = lease.token;
         let must_add = self.finalizers.as_ref().is_some_and(|f| f.must_add(&self.queue, &lease.key));
-        let held = StreamLease { key: lease.key.clone(), deadline: lease.deadline, ended: false, sent: !must_add };
+        let held = StreamLease { key: lease.key.clone(), ended: false, sent: !must_add };
         self.held.insert(token, held);
         match (&self.finalizers, must_add) {
             (Some(finalizers), true) => {
@@ -359,38 +351,26 @@ impl Session {
         let key = validate::key("extend.key", &extend.key)?;
         let token = validate::token(extend.token)?;
         let ttl = validate::duration("extend.ttl", extend.ttl)?;
-        let renewal = self.queue.extend(key, token, ttl).map_err(ApiError::from)?;
-        if let Some(held) = self.held.get_mut(&token) {
-            held.deadline = renewal.deadline;
-        }
-        Ok(renewal)
+        self.queue.extend(key, token, ttl).map_err(ApiError::from)
     }
 
-    /// Finds leases that ended without a Finish on this stream (expired, or
-    /// revoked: handed back at a drain's end or when leadership was lost) and
-    /// tells the worker to stop on each; their credits come back only with
-    /// the worker's Finish, so a worker that stopped reading gets no more.
-    async fn prune_ended(&mut self) -> Result<(), Status> {
-        let queue = &self.queue;
-        let ended: Vec<(LeaseToken, Arc<str>)> = self
-            .held
-            .iter()
-            .filter(|(token, lease)| lease.sent && !lease.ended && !queue.is_current(lease.key.as_ref(), **token))
-            .map(|(token, lease)| (*token, lease.key.clone()))
-            .collect();
-        for (token, key) in ended {
-            if let Some(lease) = self.held.get_mut(&token) {
-                lease.ended = true;
-            }
-            let cancel = work_response::Cancel {
-                key: key.to_string(),
-                token: token.get(),
-                revoked: true,
-                message: "the lease ended without a Finish (expired, or revoked by the sidecar)".into(),
-            };
-            send(&self.tx, work_response::Kind::Cancel(cancel)).await?;
-        }
-        Ok(())
+    /// A lease of this stream ended without a Finish (expired, or revoked:
+    /// handed back at a drain's end or when leadership was lost): the worker
+    /// is told to stop. Its credit comes back only with the worker's Finish,
+    /// so a worker that stopped reading gets no more. A lease not sent yet
+    /// (its finalizer being added) is dropped when that step ends.
+    async fn lease_lost(&mut self, lost: LostLease<Arc<str>>) -> Result<(), Status> {
+        let Some(held) = self.held.get_mut(&lost.token).filter(|held| held.sent && !held.ended) else {
+            return Ok(());
+        };
+        held.ended = true;
+        let cancel = work_response::Cancel {
+            key: lost.key.to_string(),
+            token: lost.token.get(),
+            revoked: true,
+            message: "the lease ended without a Finish (expired, or revoked by the sidecar)".into(),
+        };
+        send(&self.tx, work_response::Kind::Cancel(cancel)).await
     }
 
     async fn cancel_all(&self, why: &str) -> Result<(), Status> {

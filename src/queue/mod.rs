@@ -16,6 +16,7 @@
 mod error;
 mod introspect;
 mod lease;
+mod lost_leases;
 mod observer;
 mod priority;
 mod rate_limit;
@@ -34,6 +35,7 @@ mod model_tests;
 pub use error::QueueError;
 pub use introspect::{DirtyStatus, KeyPhase, KeyStatus, QueueCounts};
 pub use lease::{FinishOutcome, Holder, Lease, LeaseRenewal, LeaseToken};
+pub use lost_leases::{LostLease, LostLeases};
 pub use observer::{LeaseEndKind, NoObserver, QueueObserver};
 pub use rate_limit::RateLimiterSpec;
 pub use reason::{Reason, ReasonKind, ReasonSet};

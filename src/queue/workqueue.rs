@@ -17,6 +17,7 @@ use tokio::time::{Instant, sleep_until};
 use super::error::QueueError;
 use super::introspect::{KeyStatus, QueueCounts};
 use super::lease::{FinishOutcome, Holder, Lease, LeaseRenewal, LeaseToken};
+use super::lost_leases::{LostLeaseWatchers, LostLeases};
 use super::observer::{NoObserver, QueueObserver};
 use super::reason::Reason;
 use super::settings::QueueSettings;
@@ -46,6 +47,8 @@ struct Shared<K> {
     timer: Arc<Notify>,
     /// Turns true when the queue starts shutting down; a watch so late subscribers see it too.
     closing: watch::Sender<bool>,
+    /// Holders told when a lease of theirs expires or is handed back.
+    lost_lease_watchers: Arc<LostLeaseWatchers<K>>,
 }
 
 impl<K> Drop for Shared<K> {
@@ -88,6 +91,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             leases_ended: Notify::new(),
             timer: timer.clone(),
             closing: watch::Sender::new(false),
+            lost_lease_watchers: Arc::default(),
         });
         tokio::spawn(run_timer(Arc::downgrade(&shared), timer));
         Ok(WorkQueue { shared })
@@ -250,6 +254,13 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         self.with_state(|state, now| state.return_all_held(now))
     }
 
+    /// Tells `holder` of each of its leases that ends without its Done or
+    /// Finish (expired, handed back), until the returned value is dropped.
+    /// Watch before taking leases: a lease lost earlier is not told.
+    pub fn watch_lost_leases(&self, holder: &Holder) -> LostLeases<K> {
+        LostLeases::new(holder.clone(), &self.shared.lost_lease_watchers)
+    }
+
     /// Whether `token` is still the current lease of `key` (it has not ended,
     /// expired or been handed back).
     pub fn is_current<Q>(&self, key: &Q, token: LeaseToken) -> bool
@@ -402,12 +413,16 @@ impl<K: Clone + Eq + Hash> Shared<K> {
     /// state up to date, then wakes whoever the change concerns.
     fn with_state<T>(&self, f: impl FnOnce(&mut QueueState<K>, Instant) -> T) -> T {
         let now = Instant::now();
-        let (result, wakeups, timer_stale, leases_left) = {
+        let (result, wakeups, timer_stale, leases_left, lost) = {
             let mut state = self.state.lock();
             state.advance(now);
             let result = f(&mut state, now);
-            (result, state.take_wakeups(), state.take_timer_stale(), state.is_shutting_down().then(|| state.held()))
+            let leases_left = state.is_shutting_down().then(|| state.held());
+            (result, state.take_wakeups(), state.take_timer_stale(), leases_left, state.take_lost())
         };
+        if !lost.is_empty() {
+            self.lost_lease_watchers.deliver(lost);
+        }
         for _ in 0..wakeups {
             self.ready.notify_one();
         }

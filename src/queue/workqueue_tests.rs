@@ -712,3 +712,55 @@ async fn a_write_under_a_lost_lease_should_be_refused() {
     q.done("a", lease.token).unwrap();
     assert_eq!(q.mark_written("a", lease.token), Err(QueueError::StaleToken { token: lease.token }));
 }
+
+/// The leases `lost` has been told of so far, without waiting.
+fn told(lost: &mut LostLeases<String>) -> Vec<(String, LeaseToken, crate::queue::LeaseEndKind)> {
+    std::iter::from_fn(|| lost.try_recv()).map(|lease| (lease.key, lease.token, lease.how)).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_holder_should_be_told_at_once_of_each_lease_that_expires() {
+    use crate::queue::LeaseEndKind::Expired;
+    let q = queue();
+    let mut lost = q.watch_lost_leases(&worker("w"));
+    add(&q, "a", 0);
+    add(&q, "b", 0);
+    let a = take(&q).unwrap();
+    let b = take(&q).unwrap();
+    advance(settings().lease_ttl.checked_sub(ms(1)).unwrap()).await;
+    q.extend("b", b.token, None).unwrap();
+    settle().await;
+    assert_eq!(told(&mut lost), vec![]);
+    advance(ms(1)).await;
+    settle().await;
+    assert_eq!(told(&mut lost), vec![("a".to_string(), a.token, Expired)], "at its deadline, by the timer");
+    assert_eq!(told(&mut lost), vec![], "once");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_holder_should_be_told_of_leases_handed_back_but_not_of_those_it_ended() {
+    use crate::queue::LeaseEndKind::Returned;
+    let q = queue();
+    let mut lost = q.watch_lost_leases(&worker("w"));
+    let mut other = q.watch_lost_leases(&worker("other"));
+    for key in ["a", "b", "c", "d"] {
+        add(&q, key, 0);
+    }
+    let (a, b, c) = (take(&q).unwrap(), take(&q).unwrap(), take(&q).unwrap());
+    let d = q.try_get_many(&worker("other"), 1, None).unwrap().unwrap().remove(0);
+    q.done("a", a.token).unwrap();
+    q.finish("b", b.token, FinishOutcome::Retry { error: "x".into() }).unwrap();
+    assert_eq!(q.revoke_all(), 2);
+    assert_eq!(told(&mut lost), vec![("c".to_string(), c.token, Returned)]);
+    assert_eq!(told(&mut other), vec![("d".to_string(), d.token, Returned)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_holder_that_stopped_watching_should_be_forgotten() {
+    let q = queue();
+    drop(q.watch_lost_leases(&worker("w")));
+    add(&q, "a", 0);
+    take(&q).unwrap();
+    assert_eq!(q.revoke_all(), 1);
+    assert_eq!(q.shared.lost_lease_watchers.watching(), 0);
+}

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use super::{LeaseEnd, Pending, Phase, QueueState};
 use crate::queue::error::QueueError;
 use crate::queue::lease::{FinishOutcome, Holder, LeaseRenewal, LeaseToken};
+use crate::queue::lost_leases::LostLease;
 use crate::queue::observer::LeaseEndKind;
 use crate::queue::priority::Slot;
 use crate::queue::reason::{Reason, ReasonKind, ReasonSet};
@@ -194,6 +195,11 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             _ => LeaseEndKind::Finished,
         };
         self.observer.lease_ended(now.saturating_duration_since(held.granted_at), how);
+        if matches!(how, LeaseEndKind::Expired | LeaseEndKind::Returned) {
+            // Its holder did not end it and may still be working: tell it.
+            let lost = LostLease { key: entry.key.clone(), token: held.token, how };
+            self.lost.push((held.holder.clone(), lost));
+        }
         let lease_priority = entry.priority;
         entry.reasons = ReasonSet::new();
         entry.enqueued_at = None;

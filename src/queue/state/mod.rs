@@ -19,6 +19,7 @@ use tokio::time::Instant;
 
 use super::error::QueueError;
 use super::lease::{Holder, Lease, LeaseToken, TokenSource};
+use super::lost_leases::LostLease;
 use super::observer::QueueObserver;
 use super::priority::{ReadyLanes, ReadyPlace, Slot};
 use super::rate_limit::RateLimiter;
@@ -154,6 +155,9 @@ pub(crate) struct QueueState<K> {
     timer_target: Option<Instant>,
     /// A deadline earlier than `timer_target` was added: the timer must wake.
     timer_stale: bool,
+    /// Leases that ended without their holder since the last `take_lost`,
+    /// for their holders to hear of.
+    lost: Vec<(Holder, LostLease<K>)>,
 }
 
 impl<K: Clone + Eq + Hash> QueueState<K> {
@@ -183,6 +187,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             wakeups: 0,
             timer_target: None,
             timer_stale: false,
+            lost: Vec::new(),
         }
     }
 
@@ -529,6 +534,11 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     /// Whether a deadline earlier than the timer's target appeared since it last looked.
     pub(crate) fn take_timer_stale(&mut self) -> bool {
         std::mem::take(&mut self.timer_stale)
+    }
+
+    /// The leases that ended without their holder since the last call.
+    pub(crate) fn take_lost(&mut self) -> Vec<(Holder, LostLease<K>)> {
+        std::mem::take(&mut self.lost)
     }
 
     /// How many keys became ready since the last call, to wake that many waiters.
