@@ -52,6 +52,26 @@ public final class CachedObject {
     return as(JsonNode.class);
   }
 
+  /**
+   * The controller ownerReference of a child of this object: its apiVersion, kind, name and uid,
+   * with {@code controller} and {@code blockOwnerDeletion} true. Put it in the child's {@code
+   * metadata.ownerReferences}: the garbage collector deletes the child with its owner, and a queue
+   * whose trigger is {@code by: owner} hears of the child's changes.
+   *
+   * @throws IllegalStateException when the object lacks one of apiVersion, kind, name or uid
+   */
+  public OwnerReference controllerRef() {
+    JsonNode o = tree();
+    String apiVersion = o.path("apiVersion").asText("");
+    String kind = o.path("kind").asText("");
+    String ownerName = o.path("metadata").path("name").asText("");
+    String uid = o.path("metadata").path("uid").asText("");
+    if (apiVersion.isEmpty() || kind.isEmpty() || ownerName.isEmpty() || uid.isEmpty()) {
+      throw new IllegalStateException("workqueue: controller reference of " + this + ": the object lacks apiVersion, kind, name or uid");
+    }
+    return new OwnerReference(apiVersion, kind, ownerName, uid, true, true);
+  }
+
   /** The object's JSON text. */
   public String json() {
     return new String(json, StandardCharsets.UTF_8);

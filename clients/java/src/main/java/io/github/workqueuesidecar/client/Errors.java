@@ -9,6 +9,7 @@ import io.grpc.protobuf.StatusProto;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import javax.net.ssl.SSLException;
 
 /** Turns gRPC statuses into the client's exceptions: the one place that maps codes. */
 final class Errors {
@@ -20,7 +21,22 @@ final class Errors {
       return w;
     }
     Status status = Status.fromThrowable(t);
+    SSLException tls = sslCause(t);
+    if (status.getCode() == Status.Code.UNAVAILABLE && tls != null) {
+      String message = "workqueue: " + op + ": UNAVAILABLE: TLS handshake with the sidecar failed: " + tls.getMessage();
+      return new TlsHandshakeException(message, detailsOf(t), t);
+    }
     return of(status.getCode(), op, status.getDescription(), detailsOf(t), t);
+  }
+
+  /** The TLS error that made the transport fail, if one did. */
+  private static SSLException sslCause(Throwable t) {
+    for (Throwable c = t; c != null; c = c.getCause() == c ? null : c.getCause()) {
+      if (c instanceof SSLException ssl) {
+        return ssl;
+      }
+    }
+    return null;
   }
 
   /** The exception for a code that came inside a message (FinishAck, Extended). */

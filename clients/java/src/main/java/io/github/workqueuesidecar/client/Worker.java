@@ -198,7 +198,8 @@ public final class Worker implements AutoCloseable {
     }
     Duration wait = jitter(backoff);
     backoff = min(backoff.multipliedBy(2), options.maxBackoff());
-    String why = error == null ? "the sidecar ended the work stream" : String.valueOf(error.getMessage());
+    // Through Errors: a failed TLS handshake says why (the raw status says "io exception").
+    String why = error == null ? "the sidecar ended the work stream" : Errors.of(queue.op("work on"), error).getMessage();
     LOG.log(Level.WARNING, "workqueue: work stream on queue {0} ended ({1}); reopening in {2} ms", queue.name(), why, wait.toMillis());
     reconnect = schedule(wait, this::open);
   }

@@ -59,9 +59,13 @@ public final class WorkqueueClient implements AutoCloseable {
   /**
    * Connects to the sidecar at {@code target}: {@code unix:///path/to/socket} (or {@code
    * unix:/path}, Linux only, through netty's epoll transport) or {@code host:port} (any gRPC target,
-   * e.g. {@code dns:///host:port}), plaintext: the sidecar listens on a pod-local socket or loopback.
-   * The connection is made lazily and remade by itself; calls fail with {@link
-   * UnavailableException} while the sidecar cannot be reached.
+   * e.g. {@code dns:///host:port}). Plaintext (the sidecar listens on a pod-local socket or
+   * loopback) unless {@code options} ask for TLS ({@link ClientOptions#tls(java.nio.file.Path)}, TCP
+   * targets only); TLS files that cannot be read or used fail here ({@link
+   * java.io.UncheckedIOException}, {@link IllegalArgumentException}). The connection is made lazily
+   * and remade by itself; calls fail with {@link UnavailableException} while the sidecar cannot be
+   * reached, and with {@link TlsHandshakeException} (an {@code UnavailableException}) while the TLS
+   * handshake fails.
    */
   public static WorkqueueClient connect(String target, ClientOptions options) {
     Objects.requireNonNull(target, "target");
@@ -70,6 +74,9 @@ public final class WorkqueueClient implements AutoCloseable {
     NettyChannelBuilder builder;
     EventLoopGroup group = null;
     if (socket != null) {
+      if (options.tls().isPresent()) {
+        throw new IllegalArgumentException("workqueue: " + target + ": TLS is for a TCP target; the sidecar's unix socket serves plaintext");
+      }
       if (!Epoll.isAvailable()) {
         throw new IllegalStateException("workqueue: " + target + ": unix sockets need netty's epoll transport (Linux x86_64)", Epoll.unavailabilityCause());
       }
@@ -79,12 +86,27 @@ public final class WorkqueueClient implements AutoCloseable {
           .channelType(EpollDomainSocketChannel.class)
           // grpc-java would send the socket path as :authority, which the
           // sidecar's HTTP/2 server refuses as malformed (PROTOCOL_ERROR).
-          .overrideAuthority("localhost");
+          .overrideAuthority("localhost")
+          .usePlaintext();
+    } else if (options.tls().isPresent()) {
+      try {
+        builder = NettyChannelBuilder.forTarget(target, options.tls().get().credentials());
+      } catch (IllegalArgumentException e) { // netty could not use the certificates or the key
+        throw new IllegalArgumentException("workqueue: TLS files " + options.tls().get() + ": " + rootMessage(e) + options.tls().get().keyHint(), e);
+      }
     } else {
-      builder = NettyChannelBuilder.forTarget(target);
+      builder = NettyChannelBuilder.forTarget(target).usePlaintext();
     }
-    ManagedChannel channel = builder.usePlaintext().maxInboundMessageSize(MAX_INBOUND_MESSAGE_BYTES).build();
+    ManagedChannel channel = builder.maxInboundMessageSize(MAX_INBOUND_MESSAGE_BYTES).build();
     return new WorkqueueClient(target, channel, group, options);
+  }
+
+  private static String rootMessage(Throwable t) {
+    StringBuilder out = new StringBuilder(String.valueOf(t.getMessage()));
+    for (Throwable c = t.getCause(); c != null && c != c.getCause(); c = c.getCause()) {
+      out.append(": ").append(c.getMessage());
+    }
+    return out.toString();
   }
 
   /** The socket path of a unix target, or null for any other target. */

@@ -145,7 +145,9 @@ class WorkerTest {
     Recorder r = new Recorder((req, sig, n) -> n == 0 ? Result.requeueAfter(delay) : Result.done());
     q.add("ns/a");
     try (Worker w = start(q, r, RunOptions.concurrency(1))) {
-      eventually("the first attempt", () -> r.returned() == 1);
+      // The reconcile returns before its Finish is sent (by the stream thread): until the sidecar
+      // has it, the key is still HELD.
+      eventually("the first attempt finished", () -> r.returned() == 1 && q.keyState("ns/a").state() != KeyStatus.State.HELD || r.count() > 1);
       Instant returned = Instant.now();
       KeyStatus waiting = q.keyState("ns/a");
       if (r.count() == 1) { // not yet back (the machine may be slow enough for it to be)
