@@ -186,7 +186,9 @@ class UsersEndToEndTest {
    * key (the rename, the sidecar's finalizer, the Namespace's own event). Every Namespace ends with
    * its User's last display name, and no reconcile acts on a cache older than its own last write
    * (it would create the Namespace again and fail with AlreadyExists; the stale-read guard makes that
-   * none).
+   * none). It cannot show the guard is needed (a local API server's watch nearly always beats the
+   * next lease, and a sidecar with the guard off passed it too): tests/k8s_stale_read_guard.rs is
+   * the test that fails without it.
    */
   @Test
   void theWorkersOwnWritesAreNeverReadStale() throws Exception {
