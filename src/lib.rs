@@ -23,6 +23,7 @@
 //!   leases and gRPC requests.
 //! - [`leader`]: leader election through a Lease; only the leader hands out keys.
 //! - [`shard`]: scale-out's pure core: hash ranges shared among replicas through one Lease each.
+//! - [`shard_membership`]: its I/O shell: each replica's own Lease, read and written on the API server.
 //! - [`admin`]: the admin HTTP port: `/metrics`, `/healthz`, `/readyz`.
 //! - [`app`]: the sidecar as one unit: built from its options, then run until
 //!   a shutdown signal, owning every task it starts and stopping them in order.
@@ -48,4 +49,5 @@ pub mod leader;
 pub mod metrics;
 pub mod server;
 pub mod shard;
+pub mod shard_membership;
 pub mod tls;

@@ -1,0 +1,364 @@
+//! Shard membership on the API server: each replica's own `coordination.k8s.io` Lease, read and written for a [`shard::Member`].
+//!
+//! The I/O shell of the sharding protocol. Every `retry_period` a replica
+//! lists the Leases of its group (one list: a snapshot at one
+//! resourceVersion), hands the snapshot to its `Member`, and writes its own
+//! Lease when the member asks. What the member may grant from, and the slots
+//! it gains or must revoke, go out on a channel; the owner of the queues
+//! answers a revoke with the slots whose leases have ended.
+//!
+//! The Lease of a member: name `<group>-<identity>`, label
+//! [`GROUP_LABEL`] = group, annotation [`MEMBER_ANNOTATION`] = identity,
+//! `holderIdentity` the identity (cleared once it left),
+//! `leaseDurationSeconds`, and annotation [`CLAIMS_ANNOTATION`] with the
+//! claimed slots. Times written on it are for people; no member reads
+//! another's clock.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::{ListParams, PostParams};
+use tokio::sync::{mpsc, watch};
+use tokio::time::{Instant, sleep_until};
+use tracing::{debug, info, warn};
+
+use crate::shard::{
+    Effect, Grant, LeaseRecord, LeaseVersion, Member, MemberId, ObservedLease, ShardSettings, ShardSettingsError,
+    SlotSet, Snapshot,
+};
+
+/// Selects the Leases of one group.
+pub const GROUP_LABEL: &str = "workqueue-sidecar.io/shard-group";
+/// The member's identity, kept when `holderIdentity` is cleared.
+pub const MEMBER_ANNOTATION: &str = "workqueue-sidecar.io/shard-member";
+/// The slots the member claims ([`SlotSet::to_annotation`]).
+pub const CLAIMS_ANNOTATION: &str = "workqueue-sidecar.io/shard-claims";
+
+/// Where a replica's Lease lives, who it is, and the protocol's timings.
+#[derive(Debug, Clone)]
+pub struct MembershipSettings {
+    pub namespace: String,
+    /// The replicas sharing one set of queues; their Leases carry it as a label.
+    pub group: String,
+    /// This replica (the pod name in a cluster).
+    pub identity: String,
+    pub timings: ShardSettings,
+}
+
+/// Settings the protocol cannot run with.
+#[derive(Debug, thiserror::Error)]
+pub enum MembershipSettingsError {
+    #[error(transparent)]
+    Timings(#[from] ShardSettingsError),
+    #[error("the lease duration must be a whole number of seconds (a Lease stores seconds), not {0:?}")]
+    FractionalLeaseDuration(Duration),
+    #[error("the shard group and the identity must not be empty")]
+    EmptyName,
+}
+
+/// What the replica is told as its share changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShardEvent {
+    /// May grant from these slots until then (`None`: from none).
+    Grant(Option<Grant>),
+    /// Slots gained, or to revoke: answer a revoke through the sender given
+    /// to [`Membership::run`] once their leases have ended.
+    Effect(Effect),
+}
+
+/// What woke the membership loop.
+enum Wake {
+    Round,
+    LeasesEnded(Box<SlotSet>),
+    Stop,
+}
+
+/// Resolves once `stop` turns true (the guard `wait_for` returns is not `Send`).
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stopped| *stopped).await;
+}
+
+/// Why one round could not read or write.
+#[derive(Debug, thiserror::Error)]
+enum RoundError {
+    #[error("listing the shard Leases: {0}")]
+    List(#[source] kube::Error),
+    #[error("writing Lease {name}: {source}")]
+    Write { name: String, source: kube::Error },
+    #[error("the API server answered resourceVersion {0:?}, which is not a number")]
+    Version(String),
+}
+
+pub struct Membership {
+    api: Api<Lease>,
+    settings: MembershipSettings,
+    lease_name: String,
+    member: Member,
+    /// Our Lease's resourceVersion as last written, for the next replace.
+    own_version: Option<String>,
+    last_grant: Option<Grant>,
+}
+
+impl Membership {
+    pub fn new(client: kube::Client, settings: MembershipSettings) -> Result<Membership, MembershipSettingsError> {
+        settings.timings.validate()?;
+        if settings.timings.lease_duration.subsec_nanos() != 0 {
+            return Err(MembershipSettingsError::FractionalLeaseDuration(settings.timings.lease_duration));
+        }
+        if settings.group.is_empty() || settings.identity.is_empty() {
+            return Err(MembershipSettingsError::EmptyName);
+        }
+        let api = Api::namespaced(client, &settings.namespace);
+        let lease_name = format!("{}-{}", settings.group, settings.identity);
+        let member = Member::new(Arc::from(settings.identity.as_str()), settings.timings);
+        Ok(Membership { api, settings, lease_name, member, own_version: None, last_grant: None })
+    }
+
+    /// Takes part until `stop` turns true, then leaves: revokes everything,
+    /// waits (at most a renew deadline) for the leases to end, and clears its
+    /// Lease so the others take over at once. Dropped without that (a crash),
+    /// the others take over when its Lease expires.
+    pub async fn run(
+        mut self,
+        events: mpsc::UnboundedSender<ShardEvent>,
+        mut leases_ended: mpsc::UnboundedReceiver<SlotSet>,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let retry = self.settings.timings.retry_period;
+        let mut next_round = Instant::now();
+        let mut leave_by: Option<Instant> = None;
+        loop {
+            let wake = tokio::select! {
+                _ = sleep_until(next_round) => Wake::Round,
+                Some(slots) = leases_ended.recv() => Wake::LeasesEnded(Box::new(slots)),
+                _ = stopped(&mut stop), if leave_by.is_none() => Wake::Stop,
+            };
+            match wake {
+                Wake::Round => {
+                    next_round = Instant::now() + retry;
+                    if let Err(err) = self.round().await {
+                        warn!(error = %err, group = %self.settings.group, "shard membership round failed");
+                    }
+                }
+                Wake::LeasesEnded(slots) => {
+                    self.member.leases_ended(&slots);
+                    // Released slots go out with the next write, at once.
+                    if let Err(err) = self.write_if_due().await {
+                        warn!(error = %err, group = %self.settings.group, "shard membership write failed");
+                    }
+                }
+                Wake::Stop => {
+                    info!(identity = %self.settings.identity, group = %self.settings.group, "leaving the shard group");
+                    self.member.leave(Instant::now());
+                    leave_by = Some(Instant::now() + self.settings.timings.renew_deadline);
+                    next_round = Instant::now();
+                }
+            }
+            self.tell(&events);
+            if self.member.has_left() {
+                info!(identity = %self.settings.identity, "left the shard group");
+                return;
+            }
+            if leave_by.is_some_and(|by| Instant::now() >= by) {
+                warn!(identity = %self.settings.identity, "could not leave within the renew deadline; the others take over when the Lease expires");
+                return;
+            }
+        }
+    }
+
+    /// Reads every Lease of the group, then writes ours if due.
+    async fn round(&mut self) -> Result<(), RoundError> {
+        let snapshot = self.read().await?;
+        self.member.observe(&snapshot, Instant::now());
+        self.write_if_due().await
+    }
+
+    async fn read(&self) -> Result<Snapshot, RoundError> {
+        let selector = format!("{GROUP_LABEL}={}", self.settings.group);
+        let list = self.api.list(&ListParams::default().labels(&selector)).await.map_err(RoundError::List)?;
+        let revision = list.metadata.resource_version.unwrap_or_default();
+        let revision = revision.parse::<u64>().map_err(|_| RoundError::Version(revision))?;
+        let leases = list.items.iter().filter_map(observed).map(Arc::new).collect();
+        Ok(Snapshot { revision, leases })
+    }
+
+    async fn write_if_due(&mut self) -> Result<(), RoundError> {
+        let Some(write) = self.member.next_write(Instant::now()) else { return Ok(()) };
+        let lease = self.lease(&write.record);
+        let written = match &self.own_version {
+            None => self.api.create(&PostParams::default(), &lease).await,
+            Some(_) => self.api.replace(&self.lease_name, &PostParams::default(), &lease).await,
+        };
+        let stored = match written {
+            Ok(stored) => stored,
+            Err(err) => {
+                self.member.write_failed(write.seq);
+                // Created before (a restart with the same identity) or
+                // changed under us: the next write replaces what is there.
+                if let kube::Error::Api(status) = &err
+                    && status.code == 409
+                {
+                    self.own_version = self
+                        .api
+                        .get_opt(&self.lease_name)
+                        .await
+                        .ok()
+                        .flatten()
+                        .map(|l| l.metadata.resource_version.unwrap_or_default());
+                }
+                return Err(RoundError::Write { name: self.lease_name.clone(), source: err });
+            }
+        };
+        let version = stored.metadata.resource_version.unwrap_or_default();
+        let Ok(number) = version.parse::<u64>() else {
+            self.member.write_failed(write.seq);
+            return Err(RoundError::Version(version));
+        };
+        debug!(lease = %self.lease_name, version = number, claims = write.record.claims.len(), "wrote the shard Lease");
+        self.own_version = Some(version);
+        self.member.write_succeeded(write.seq, LeaseVersion(number), Instant::now());
+        Ok(())
+    }
+
+    /// Our Lease carrying `record`.
+    fn lease(&self, record: &LeaseRecord) -> Lease {
+        let labels = BTreeMap::from([(GROUP_LABEL.to_owned(), self.settings.group.clone())]);
+        let annotations = BTreeMap::from([
+            (MEMBER_ANNOTATION.to_owned(), self.settings.identity.clone()),
+            (CLAIMS_ANNOTATION.to_owned(), record.claims.to_annotation()),
+        ]);
+        Lease {
+            metadata: ObjectMeta {
+                name: Some(self.lease_name.clone()),
+                namespace: Some(self.settings.namespace.clone()),
+                labels: Some(labels),
+                annotations: Some(annotations),
+                resource_version: self.own_version.clone(),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: (!record.leaving).then(|| self.settings.identity.clone()),
+                lease_duration_seconds: Some(i32::try_from(record.lease_duration.as_secs()).unwrap_or(i32::MAX)),
+                renew_time: Some(MicroTime(Timestamp::now())),
+                ..LeaseSpec::default()
+            }),
+        }
+    }
+
+    /// Sends what changed since the last call: effects, then the grant.
+    fn tell(&mut self, events: &mpsc::UnboundedSender<ShardEvent>) {
+        for effect in self.member.take_effects() {
+            let _ = events.send(ShardEvent::Effect(effect));
+        }
+        let grant = self.member.grant(Instant::now());
+        if grant != self.last_grant {
+            self.last_grant = grant;
+            let _ = events.send(ShardEvent::Grant(grant));
+        }
+    }
+}
+
+/// A Lease of the group as the protocol sees it; `None` for one that is not
+/// a member's (no member annotation, a version that is not a number, claims
+/// that do not parse: never trusted as a claim, and logged).
+fn observed(lease: &Lease) -> Option<ObservedLease> {
+    let annotations = lease.metadata.annotations.as_ref()?;
+    let member: MemberId = Arc::from(annotations.get(MEMBER_ANNOTATION)?.as_str());
+    let version = lease.metadata.resource_version.as_deref()?.parse::<u64>().ok()?;
+    let claims = match SlotSet::parse_annotation(annotations.get(CLAIMS_ANNOTATION).map_or("", String::as_str)) {
+        Ok(claims) => claims,
+        Err(err) => {
+            warn!(lease = ?lease.metadata.name, error = %err, "a shard Lease's claims do not parse; ignored");
+            return None;
+        }
+    };
+    let spec = lease.spec.as_ref()?;
+    let leaving = spec.holder_identity.as_deref().is_none_or(str::is_empty);
+    let seconds = spec.lease_duration_seconds.and_then(|s| u64::try_from(s).ok()).unwrap_or(0);
+    let record = LeaseRecord { holder: member, lease_duration: Duration::from_secs(seconds), claims, leaving };
+    Some(ObservedLease { version: LeaseVersion(version), record })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shard::Slot;
+
+    fn lease_with(annotations: &[(&str, &str)], holder: Option<&str>, version: &str) -> Lease {
+        Lease {
+            metadata: ObjectMeta {
+                resource_version: Some(version.to_owned()),
+                annotations: Some(annotations.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: holder.map(str::to_owned),
+                lease_duration_seconds: Some(15),
+                ..LeaseSpec::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn a_members_lease_should_read_back_as_its_record() {
+        let lease = lease_with(&[(MEMBER_ANNOTATION, "pod-a"), (CLAIMS_ANNOTATION, "0-9,40")], Some("pod-a"), "123");
+        let observed = observed(&lease).unwrap();
+        assert_eq!(observed.version, LeaseVersion(123));
+        assert_eq!(&*observed.record.holder, "pod-a");
+        assert_eq!(observed.record.claims.len(), 11);
+        assert!(observed.record.claims.contains(Slot::new(40).unwrap()));
+        assert_eq!((observed.record.lease_duration, observed.record.leaving), (Duration::from_secs(15), false));
+    }
+
+    #[test]
+    fn a_lease_with_its_holder_cleared_should_read_as_leaving() {
+        let lease = lease_with(&[(MEMBER_ANNOTATION, "pod-a"), (CLAIMS_ANNOTATION, "")], None, "7");
+        assert!(observed(&lease).unwrap().record.leaving);
+    }
+
+    #[test]
+    fn a_lease_that_is_not_a_members_should_be_ignored() {
+        assert_eq!(observed(&lease_with(&[], Some("x"), "1")), None, "no member annotation");
+        let bad_claims = [(MEMBER_ANNOTATION, "pod-a"), (CLAIMS_ANNOTATION, "9999")];
+        assert_eq!(observed(&lease_with(&bad_claims, Some("pod-a"), "1")), None, "a slot out of range");
+        let member = [(MEMBER_ANNOTATION, "pod-a")];
+        assert_eq!(observed(&lease_with(&member, Some("pod-a"), "abc")), None, "a version that is not a number");
+    }
+
+    #[test]
+    fn settings_should_need_whole_seconds_and_names() {
+        let settings = |timings: ShardSettings, identity: &str| MembershipSettings {
+            namespace: "default".into(),
+            group: "g".into(),
+            identity: identity.into(),
+            timings,
+        };
+        let client = || {
+            let config = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+            kube::Client::try_from(config).unwrap()
+        };
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let fractional =
+                ShardSettings { lease_duration: Duration::from_millis(15_500), ..ShardSettings::default() };
+            assert!(matches!(
+                Membership::new(client(), settings(fractional, "a")),
+                Err(MembershipSettingsError::FractionalLeaseDuration(_))
+            ));
+            assert!(matches!(
+                Membership::new(client(), settings(ShardSettings::default(), "")),
+                Err(MembershipSettingsError::EmptyName)
+            ));
+            let unsafe_timings = ShardSettings { renew_deadline: Duration::from_secs(15), ..ShardSettings::default() };
+            assert!(matches!(
+                Membership::new(client(), settings(unsafe_timings, "a")),
+                Err(MembershipSettingsError::Timings(_))
+            ));
+        });
+    }
+}

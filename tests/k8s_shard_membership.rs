@@ -1,0 +1,215 @@
+//! Replicas share the hash slots through one real coordination.k8s.io Lease
+//! each: together they cover every slot, no slot is ever granted by two at
+//! once, a crashed replica's slots are taken over once its Lease expires,
+//! and a replica that leaves hands its slots over at once.
+//!
+//! The test plays each replica's queues: it records what each may grant
+//! from, and answers a revoke at once (no lease is ever held), so the
+//! figures are the protocol's own. A checker looks every 10 ms.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use support::control_plane::{self, TestNamespace};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use workqueue_sidecar::shard::{Effect, Grant, ShardSettings, SlotSet};
+use workqueue_sidecar::shard_membership::{Membership, MembershipSettings, ShardEvent};
+
+const TIMINGS: ShardSettings = ShardSettings {
+    lease_duration: Duration::from_secs(3),
+    renew_deadline: Duration::from_secs(2),
+    retry_period: Duration::from_millis(500),
+    max_drift_ppm: 10_000,
+};
+
+/// One replica: its membership task, what it may grant from, and its stop.
+struct Replica {
+    name: String,
+    group: String,
+    grant: Arc<Mutex<Option<Grant>>>,
+    stop: watch::Sender<bool>,
+    membership: JoinHandle<()>,
+    queues: JoinHandle<()>,
+}
+
+impl Replica {
+    fn start(client: &kube::Client, namespace: &str, group: &str, name: &str) -> Replica {
+        let settings = MembershipSettings {
+            namespace: namespace.to_owned(),
+            group: group.to_owned(),
+            identity: name.to_owned(),
+            timings: TIMINGS,
+        };
+        let membership = Membership::new(client.clone(), settings).expect("valid settings");
+        let (events_tx, mut events) = mpsc::unbounded_channel();
+        let (ended_tx, ended) = mpsc::unbounded_channel();
+        let (stop, stop_rx) = watch::channel(false);
+        let grant = Arc::new(Mutex::new(None));
+        let shown = grant.clone();
+        let queues = tokio::spawn(async move {
+            while let Some(event) = events.recv().await {
+                match event {
+                    ShardEvent::Grant(grant) => *shown.lock().unwrap() = grant,
+                    // No lease is held in this test: every revoke ends at once.
+                    ShardEvent::Effect(Effect::Revoke(slots)) => {
+                        let _ = ended_tx.send(slots);
+                    }
+                    ShardEvent::Effect(Effect::Gained(_)) => {}
+                }
+            }
+        });
+        let membership = tokio::spawn(membership.run(events_tx, ended, stop_rx));
+        Replica { name: name.to_owned(), group: group.to_owned(), grant, stop, membership, queues }
+    }
+
+    /// What it may grant from at `now`.
+    fn granting(&self, now: Instant) -> SlotSet {
+        self.grant.lock().unwrap().filter(|g| now < g.until).map_or(SlotSet::EMPTY, |g| g.slots)
+    }
+
+    /// Stops as `kill -9` would: no leave, the Lease stays until it expires.
+    fn crash(&self) {
+        self.membership.abort();
+        self.queues.abort();
+        // What it granted ends with its term at the latest; the checker
+        // keeps counting it until then, as the workers' leases would last.
+    }
+}
+
+/// Watches every replica's grants: counts the instants two replicas of one
+/// group could grant from one slot, and tells when a set of replicas covers every slot.
+struct Checker {
+    replicas: Arc<Mutex<Vec<Arc<Replica>>>>,
+    overlaps: Arc<Mutex<Vec<String>>>,
+    task: JoinHandle<()>,
+}
+
+impl Checker {
+    fn start() -> Checker {
+        let replicas: Arc<Mutex<Vec<Arc<Replica>>>> = Arc::default();
+        let overlaps: Arc<Mutex<Vec<String>>> = Arc::default();
+        let (watched, found) = (replicas.clone(), overlaps.clone());
+        let task = tokio::spawn(async move {
+            loop {
+                let now = Instant::now();
+                let replicas = watched.lock().unwrap().clone();
+                for (i, a) in replicas.iter().enumerate() {
+                    for b in &replicas[i + 1..] {
+                        let both = a.granting(now).intersection(&b.granting(now));
+                        if a.group == b.group && !both.is_empty() {
+                            found.lock().unwrap().push(format!("{} and {} both grant {both:?}", a.name, b.name));
+                        }
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+        Checker { replicas, overlaps, task }
+    }
+
+    fn watch(&self, replica: &Arc<Replica>) {
+        self.replicas.lock().unwrap().push(replica.clone());
+    }
+
+    fn overlaps(&self) -> Vec<String> {
+        self.overlaps.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Checker {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Waits until `replicas` together grant from every slot; how long it took.
+async fn covered(replicas: &[&Arc<Replica>], timeout: Duration) -> Duration {
+    let started = Instant::now();
+    loop {
+        let now = Instant::now();
+        let all = replicas.iter().fold(SlotSet::EMPTY, |all, r| all.union(&r.granting(now)));
+        if all == SlotSet::FULL {
+            return started.elapsed();
+        }
+        let shares: Vec<usize> = replicas.iter().map(|r| r.granting(now).len()).collect();
+        assert!(started.elapsed() < timeout, "not every slot granted after {timeout:?}: shares {shares:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: hack/control-plane up"]
+async fn k8s_replicas_should_share_every_slot_once_and_take_over_a_crashed_one() {
+    let client = control_plane::client().await;
+    let ns = TestNamespace::create(&client, "shard-membership").await;
+    let checker = Checker::start();
+    let replicas: Vec<Arc<Replica>> =
+        ["a", "b", "c"].iter().map(|name| Arc::new(Replica::start(&client, ns.name(), "users", name))).collect();
+    for replica in &replicas {
+        checker.watch(replica);
+    }
+    let (a, b, c) = (&replicas[0], &replicas[1], &replicas[2]);
+
+    let start_up = covered(&[a, b, c], Duration::from_secs(30)).await;
+    let now = Instant::now();
+    let shares: Vec<usize> = replicas.iter().map(|r| r.granting(now).len()).collect();
+    println!("3 replicas: every slot granted after {start_up:?}; shares {shares:?}");
+    for share in &shares {
+        assert!(*share > SlotSet::FULL.len() / 4, "each replica has about a third: {shares:?}");
+    }
+
+    c.crash();
+    let takeover = covered(&[a, b], Duration::from_secs(30)).await;
+    println!("c crashed: its slots granted again after {takeover:?} (lease duration {:?})", TIMINGS.lease_duration);
+
+    b.stop.send_replace(true);
+    let handover = covered(&[a], Duration::from_secs(30)).await;
+    // Not asserted (no timings in tests): printed, it shows that a took
+    // over without waiting for b's Lease to expire.
+    println!(
+        "b left: every slot granted by a after {handover:?} (its Lease would expire after {:?})",
+        TIMINGS.lease_duration
+    );
+    let b_lease = ns.api::<Lease>().get("users-b").await.unwrap();
+    let holder = b_lease.spec.and_then(|s| s.holder_identity);
+    assert_eq!(holder, None, "b cleared its Lease's holder when it left");
+
+    assert_eq!(checker.overlaps(), Vec::<String>::new(), "no slot granted by two replicas at once");
+    a.stop.send_replace(true);
+    ns.delete().await;
+}
+
+/// The checker above can fail: replicas of two groups each cover every
+/// slot, which it reports as overlaps once both are put in one group's view.
+#[tokio::test]
+#[ignore = "needs the local control plane: hack/control-plane up"]
+async fn k8s_the_overlap_check_should_see_two_replicas_granting_one_slot() {
+    let client = control_plane::client().await;
+    let ns = TestNamespace::create(&client, "shard-overlap").await;
+    let checker = Checker::start();
+    let x = Arc::new(Replica::start(&client, ns.name(), "x", "one"));
+    let y = Arc::new(Replica::start(&client, ns.name(), "y", "two"));
+    covered(&[&x], Duration::from_secs(30)).await;
+    covered(&[&y], Duration::from_secs(30)).await;
+    // The same replicas, seen as one group: each grants every slot.
+    let pretend = |r: &Replica| Replica {
+        name: r.name.clone(),
+        group: "one view".into(),
+        grant: r.grant.clone(),
+        stop: r.stop.clone(),
+        membership: tokio::spawn(async {}),
+        queues: tokio::spawn(async {}),
+    };
+    checker.watch(&Arc::new(pretend(&x)));
+    checker.watch(&Arc::new(pretend(&y)));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!checker.overlaps().is_empty(), "two replicas granting every slot are reported");
+    x.stop.send_replace(true);
+    y.stop.send_replace(true);
+    ns.delete().await;
+}
