@@ -252,4 +252,37 @@ INGEST = Section(
     ),
 )
 
-SECTIONS = (QUEUE, REMOTE, INFORMER, INGEST, SCALE, GRPC)
+CLIENTS = Section(
+    key="clients",
+    title="Client throughput: a no-op reconciler through each client (no peer)",
+    command="bench/clients",
+    about=(
+        "One worker process per client (`bench/clients-noop`: Go, Python asyncio, TypeScript, Java, a page each) "
+        "runs its client's own run loop over the `Work` stream (`Queue.Run`, `queue.run`, `queue.start`) with a "
+        "handler that returns success at once, against the release sidecar running standalone with one queue that "
+        "holds 20,000 keys before the worker starts, so the queue is never what the worker waits for and no API "
+        "server is involved. `rate`: the keys over the worker's own wall time from its first reconcile starting "
+        "to its 20,000th returning; `worker-cpu`: the worker's CPU time over that span, per 1,000 reconciles; "
+        "`sidecar-cpu`: the sidecar's, from just before the worker starts until it exited; `rss`: the worker's "
+        "VmRSS at its last reconcile. A measurement counts only if the sidecar then shows every key finished "
+        "exactly once (its metrics and `Len`). The programs take turns, their order rotated every run. "
+        "There is no peer doing the same work: `client-go` is a reference, the same no-op handler driven by "
+        "client-go's workqueue inside one Go process (keys added first, then workers that Get, handle, Forget "
+        "and Done), the ceiling of an in-process controller, so the gap is what the remote path costs; it has "
+        "no sidecar, so no `sidecar-cpu`."
+    ),
+    programs=("go", "python", "typescript", "java", "client-go"),
+    metrics=(
+        Metric("rate", "no-op reconciles per second, one worker process", "reconciles/s", log_scale=True,
+               higher_is_better=True),
+        Metric("worker-cpu", "CPU of the worker per 1,000 reconciles", "s"),
+        Metric("sidecar-cpu", "CPU of the sidecar per 1,000 reconciles", "s"),
+        Metric("rss", "worker memory (VmRSS)", "MiB"),
+    ),
+    targets=(
+        Target("Python: at least 5,000 no-op reconciles/s through one asyncio worker", "abs_min", "rate",
+               "python", 5_000, variant="concurrency 4"),
+    ),
+)
+
+SECTIONS = (QUEUE, REMOTE, INFORMER, INGEST, SCALE, GRPC, CLIENTS)
