@@ -301,8 +301,8 @@ CLIENTS = Section(
         "Java's figure includes the JVM's warm-up: a 20,000-key run spends most of its CPU in the JIT "
         "(`-XX:+CITime`: 4.4 s of C1 and C2 compilation in the process, 3.5 s of it C2), and with 100,000 keys "
         "the same worker reached about 11,400/s over the whole run, about 14,000/s after the first 20,000 "
-        "(one run under load). Its memory is the JVM's default heap sizing on a 24 GiB machine, not what the "
-        "client needs."
+        "(one run under load). Its memory follows the JVM's default heap sizing on this 24 GiB machine (the "
+        "worker runs with no `-Xmx`, as a user's process would)."
     ),
 )
 
