@@ -87,6 +87,7 @@ wait_for() {
 # SIDECAR_GRPC and SIDECAR_ADMIN (host:port each), read from its "listening"
 # lines as tests/support/sidecar.rs reads them.
 start_sidecar() {
+  : >"$3" # exists before wait_for reads it (the background process opens it later)
   "$1" --config "$2" ${KC:+--kubeconfig "$KC"} --tcp 127.0.0.1:0 --admin 127.0.0.1:0 --log info --log-format text \
     >"$3" 2>&1 &
   SIDECAR_PID=$!
