@@ -64,6 +64,17 @@ def headline(loaded: dict[str, Figures]) -> list[str]:
             f"- **100,000 objects and 100,000 updates**: {fmt(rss)} MiB against client-go's {fmt(rss_cg)} MiB, and "
             f"{fmt(cpu)} s of CPU to take the updates in against {fmt(cpu_cg)} s."
         )
+    clients = loaded.get("clients")
+    names = {"go": "Go", "python": "Python", "typescript": "TypeScript", "java": "Java"}
+    rates = {p: _med(clients, "rate", "concurrency 4", p) for p in names}
+    ceiling = _med(clients, "rate", "concurrency 4", "client-go")
+    if _all(*rates.values(), ceiling):
+        listed = ", ".join(f"{names[p]} {fmt(r)}/s" for p, r in sorted(rates.items(), key=lambda pr: -pr[1]))
+        out.append(
+            f"- **A no-op reconciler through each client** (one worker process on the `Work` stream, 4 at once, "
+            f"the keys already queued): {listed}; the same handler on client-go's workqueue inside one process "
+            f"(no sidecar, nothing crossing a process): {fmt(ceiling)}/s."
+        )
     queue = loaded.get("queue")
     c1, c1_cg = _med(queue, "c", "N=1", OURS), _med(queue, "c", "N=1", "client-go")
     c1_cr = _med(queue, "c", "N=1", cr)

@@ -17,6 +17,10 @@ COLORS = {
     "client-go": "#2ca02c",
     "client-go-json": "#98df8a",
     "controller-runtime": "#d62728",
+    "go": "#17becf",
+    "python": "#ff7f0e",
+    "typescript": "#9467bd",
+    "java": "#8c564b",
 }
 
 

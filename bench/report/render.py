@@ -31,7 +31,8 @@ def cell(values: list[float] | None) -> str:
 
 
 def table(section: Section, figures: Figures) -> list[str]:
-    peers = [p for p in section.programs if p != OURS]
+    # Ratio columns compare each peer with ours; a section without ours (clients) has none.
+    peers = [p for p in section.programs if p != OURS] if OURS in section.programs else []
     header = ["figure", "variant", "unit", *section.programs, *[f"{p} / ours" for p in peers]]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for metric in section.metrics:

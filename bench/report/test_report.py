@@ -77,6 +77,16 @@ class ReportTest(unittest.TestCase):
         self.assertIn("0.500x client-go's memory", line)
         self.assertIn("0.333x when client-go reads JSON", line)  # 0.40 / 1.20
 
+    def test_a_section_without_ours_has_no_ratio_columns(self):
+        rates = [("go", 30000), ("python", 4000), ("typescript", 8000), ("java", 5000), ("client-go", 2e6)]
+        data = "".join(f"rate\tconcurrency 4\t{p}\t1\t{r}\n" for p, r in rates)
+        (self.dir / "clients.tsv").write_text("# runs: 1\n" + data)
+        [line] = headline({"clients": Figures.read(self.dir / "clients.tsv")})
+        self.assertIn("Go 30,000/s, TypeScript 8,000/s, Java 5,000/s, Python 4,000/s", line)
+        text = render.render(self.dir, None)
+        self.assertIn("| figure | variant | unit | go | python | typescript | java | client-go |\n|---|", text)
+        self.assertIn("python: **4,000 reconciles/s** (target ≥ 5,000 reconciles/s): **MISSED by 20.0 %**", text)
+
     def test_bad_line_names_file_and_line(self):
         (self.dir / "bad.tsv").write_text("# runs: 1\nsync\tonly three\tfields\n")
         with self.assertRaisesRegex(ValueError, "bad.tsv:2"):
