@@ -17,6 +17,8 @@ COLORS = {
     "client-go": "#2ca02c",
     "client-go-json": "#98df8a",
     "controller-runtime": "#d62728",
+    "kopf": "#ff7f0e",
+    "kopf-event": "#ffbb78",
 }
 
 

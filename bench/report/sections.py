@@ -194,6 +194,50 @@ REMOTE = Section(
     ),
 )
 
+KOPF_PROGRAM = "kopf"
+KOPF_EVENT = "kopf-event"
+
+KOPF = Section(
+    key="kopf",
+    title="Python worker vs kopf: the sidecar and the Python client against a kopf operator",
+    command="bench/kopf",
+    about=(
+        "A no-op ConfigMap reconciler on the project's asyncio Python client (`Client.connect`, "
+        "`client.queue(name).run(reconcile, concurrency=4)`: the Work stream) behind the release sidecar (one "
+        "informer on the run's namespace, a queue with it as primary, as in the remote section), against a kopf "
+        "operator (kopf 1.45.2 from PyPI) with a no-op async handler in one process, on the local control plane, "
+        "each run in a fresh namespace, the sides taking turns (`bench/kopf`, `bench/kopf-py`). `kopf` is the "
+        "handler a kopf user writes to reconcile every object, `@kopf.on.resume`, `@kopf.on.create` and "
+        "`@kopf.on.update` stacked on one function: kopf retries it on failure, as the worker's queue does, and "
+        "patches its state (the last handled configuration) onto each object afterwards, an API write per "
+        "object. `kopf-event` is `@kopf.on.event` instead: no state, no write, no retries. kopf runs "
+        "standalone (no peering), with posting off and its log at WARNING (no line per object; the worker logs "
+        "none), otherwise with its defaults. The creator and the measurement are the remote section's "
+        "(`bench/remote-go` in its stamps mode): 8 goroutines create the ConfigMaps with no client-side rate "
+        "limit, and both reconcilers append each call's wall-clock instant to a file the Go program follows. "
+        "`total`: first Create sent until the last object's first reconcile; `create`: the creators alone; "
+        "`latency`: per object, Create sent to first reconcile; `dispatch` (the sidecar side only: kopf has no "
+        "queue stamp): the sidecar's `enqueued_at` until the Python handler runs. `cpu`: CPU time (user + "
+        "system) from the processes' start until all were reconciled, the sidecar plus the Python worker "
+        "against the kopf process (the Go creator counted on neither side); `rss`: after the run, the sidecar "
+        "plus the worker against the kopf process."
+    ),
+    programs=(OURS, KOPF_PROGRAM, KOPF_EVENT),
+    metrics=(
+        Metric("total", "creation until all reconciled", "s"),
+        Metric("create", "creating alone", "s"),
+        Metric("latency", "Create sent to first reconcile", "ms"),
+        Metric("dispatch", "event queued to first reconcile", "ms"),
+        Metric("cpu", "CPU time of the side's processes", "s"),
+        Metric("rss", "memory", "MiB"),
+    ),
+    targets=(
+        Target("CPU at most half of kopf's", "ratio_max", "cpu", OURS, 0.5, KOPF_PROGRAM),
+        Target("RSS at most half of kopf's", "ratio_max", "rss", OURS, 0.5, KOPF_PROGRAM),
+        Target("total time no more than kopf's", "ratio_max", "total", OURS, 1.0, KOPF_PROGRAM),
+    ),
+)
+
 SCALE = Section(
     key="scale",
     title="Scale: 1,000,000 keys and 1,000 long polls (no peer)",
@@ -252,4 +296,4 @@ INGEST = Section(
     ),
 )
 
-SECTIONS = (QUEUE, REMOTE, INFORMER, INGEST, SCALE, GRPC)
+SECTIONS = (QUEUE, REMOTE, KOPF, INFORMER, INGEST, SCALE, GRPC)
