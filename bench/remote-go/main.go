@@ -2,11 +2,20 @@
 // remote cost"): a no-op reconciler on ConfigMaps, either in-process with
 // controller-runtime or as a remote worker of a running workqueue-sidecar
 // through the Go client's Work stream. Both modes share the creator and the
-// measurement, so the only difference is where the queue lives.
+// measurement, so the only difference is where the queue lives. bench/kopf
+// uses the same creator and measurement for reconcilers in other processes
+// (the stamps mode).
 //
 //	remote-go -kubeconfig FILE -namespace NS controller-runtime
 //	remote-go -kubeconfig FILE -namespace NS -sidecar 127.0.0.1:PORT -queue cms sidecar
+//	remote-go -kubeconfig FILE -namespace NS -stamps FILE -program NAME stamps
 //	remote-go -kubeconfig FILE -namespace NS cleanup
+//
+// The stamps mode only creates and measures: the reconciler is another
+// process (bench/kopf's Python worker or kopf operator) that appends a line
+// per reconcile to the -stamps file (see stampsSide); its result line gives
+// this program's own memory and CPU as creator_rss_kib and creator_cpu_s,
+// since they are the creator's alone.
 //
 // -cpuprofile FILE writes a CPU profile of a successful run (go tool pprof).
 //
@@ -47,6 +56,8 @@ type options struct {
 	timeout    time.Duration
 	sidecar    string
 	queue      string
+	stamps     string
+	program    string
 }
 
 func main() {
@@ -59,6 +70,8 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long to wait for every key's first reconcile")
 	flag.StringVar(&o.sidecar, "sidecar", "", "sidecar mode: the sidecar's gRPC address (127.0.0.1:PORT or a unix socket path)")
 	flag.StringVar(&o.queue, "queue", "cms", "sidecar mode: the queue whose primary informer watches the namespace's ConfigMaps")
+	flag.StringVar(&o.stamps, "stamps", "", "stamps mode: the file the reconciler process appends its reconciles to")
+	flag.StringVar(&o.program, "program", "", "stamps mode: the reconciler's name in the result line")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -88,10 +101,15 @@ func main() {
 			fail(fmt.Errorf("sidecar mode needs -sidecar"))
 		}
 		err = measure(ctx, o, config, &sidecarSide{target: o.sidecar, queue: o.queue})
+	case "stamps":
+		if o.stamps == "" || o.program == "" {
+			fail(fmt.Errorf("stamps mode needs -stamps and -program"))
+		}
+		err = measure(ctx, o, config, &stampsSide{path: o.stamps, name: o.program, poll: 2 * time.Millisecond})
 	case "cleanup":
 		err = cleanup(ctx, config, o.namespace)
 	default:
-		err = fmt.Errorf("usage: remote-go [flags] controller-runtime|sidecar|cleanup")
+		err = fmt.Errorf("usage: remote-go [flags] controller-runtime|sidecar|stamps|cleanup")
 	}
 	if err != nil {
 		fail(err)
@@ -138,8 +156,13 @@ func measure(ctx context.Context, o options, config *rest.Config, s side) error 
 	rss, cpu := selfRSSKiB(), selfCPUSeconds()
 	res := rec.summary()
 	stopErr := s.stop()
-	fmt.Printf("result program=%s objects=%d workers=%d creators=%d %s rss_kib=%d cpu_s=%.3f %s\n",
-		s.program(), o.objects, o.workers, o.creators, res, rss, cpu, s.describe())
+	// In the stamps mode this process only creates: its figures are not the side's.
+	self := ""
+	if _, ok := s.(*stampsSide); ok {
+		self = "creator_"
+	}
+	fmt.Printf("result program=%s objects=%d workers=%d creators=%d %s %srss_kib=%d %scpu_s=%.3f %s\n",
+		s.program(), o.objects, o.workers, o.creators, res, self, rss, self, cpu, s.describe())
 	if res.missing > 0 {
 		return fmt.Errorf("%d of %d keys not reconciled within %s", res.missing, o.objects, o.timeout)
 	}

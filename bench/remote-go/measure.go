@@ -19,8 +19,9 @@ import (
 // enqueued_at stamp on the lease), and when it was first reconciled. Both
 // sides' reconcilers and the creator write here, so both pay the same
 // bookkeeping. Instants are nanoseconds since base, plus one so that 0 means
-// "not yet"; all but the sidecar's stamp are on this process's monotonic
-// clock, that one on the machine's wall clock, which base also reads.
+// "not yet"; all but the sidecar's stamp and the stamps of reconcilers in
+// other processes (the stamps mode) are on this process's monotonic clock,
+// those on the machine's wall clock, which base also reads.
 type recorder struct {
 	base      time.Time
 	probe     string
@@ -81,8 +82,15 @@ func (r *recorder) queuedAt(name string, at time.Time) {
 }
 
 // observe is called by the reconciler, with the object's name.
-func (r *recorder) observe(name string) {
-	t := r.now()
+func (r *recorder) observe(name string) { r.observeInstant(name, r.now()) }
+
+// observeAt records a reconcile that another process made at the wall-clock
+// instant at (bench/kopf's reconcilers, through their stamps file).
+func (r *recorder) observeAt(name string, at time.Time) {
+	r.observeInstant(name, int64(at.Sub(r.base))+1)
+}
+
+func (r *recorder) observeInstant(name string, t int64) {
 	if name == r.probe {
 		r.probeOnce.Do(func() { close(r.probeSeen) })
 		return

@@ -46,6 +46,20 @@ def headline(loaded: dict[str, Figures]) -> list[str]:
             f"{fmt(cpu / cpu_cr)}x the CPU (the sidecar and the Go worker process against one controller "
             f"process) and {fmt(rss)} MiB against {fmt(rss_cr)} MiB."
         )
+    kopf = loaded.get("kopf")
+    largest = kopf.variants("total")[-1] if kopf is not None and kopf.variants("total") else None
+    if kopf is not None and largest is not None:
+        total, total_k = _med(kopf, "total", largest, OURS), _med(kopf, "total", largest, "kopf")
+        cpu, cpu_k = _med(kopf, "cpu", largest, OURS), _med(kopf, "cpu", largest, "kopf")
+        cpu_e = _med(kopf, "cpu", largest, "kopf-event")
+        rss, rss_k = _med(kopf, "rss", largest, OURS), _med(kopf, "rss", largest, "kopf")
+        if _all(total, total_k, cpu, cpu_k, cpu_e, rss, rss_k):
+            out.append(
+                f"- **A Python worker behind the sidecar against a kopf operator** (no-op, {largest}): "
+                f"{fmt(total / total_k)}x kopf's time until all are reconciled, {fmt(cpu / cpu_k)}x its CPU "
+                f"({fmt(cpu / cpu_e)}x that of kopf's cheapest handler, on.event) and {fmt(rss)} MiB against "
+                f"{fmt(rss_k)} MiB (the sidecar and the worker process against kopf's one process)."
+            )
     informer = loaded.get("informer")
     rss, rss_cg = _med(informer, "rss", "after sync", OURS), _med(informer, "rss", "after sync", "client-go")
     sync, sync_cg = _med(informer, "sync", None, OURS), _med(informer, "sync", None, "client-go")

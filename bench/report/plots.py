@@ -21,6 +21,8 @@ COLORS = {
     "python": "#ff7f0e",
     "typescript": "#9467bd",
     "java": "#8c564b",
+    "kopf": "#e377c2",
+    "kopf-event": "#f7b6d2",
 }
 
 
@@ -48,7 +50,8 @@ def plot(section: Section, figures: Figures, path: pathlib.Path) -> bool:
                 hi.append(max(values) - median)
             if xs:
                 ax.bar(xs, meds, width, yerr=[lo, hi], capsize=3, label=program, color=COLORS.get(program))
-        ax.set_xticks(range(len(variants)), variants, fontsize=8)
+        # A variant with a comma ("5,000 objects, p99") is shown on two lines, so neighbours do not overlap.
+        ax.set_xticks(range(len(variants)), [v.replace(", ", "\n") for v in variants], fontsize=8)
         ax.set_ylabel(metric.unit + (" (log scale)" if metric.log_scale else ""))
         if metric.log_scale:
             ax.set_yscale("log")

@@ -87,6 +87,19 @@ class ReportTest(unittest.TestCase):
         self.assertIn("| figure | variant | unit | go | python | typescript | java | client-go |\n|---|", text)
         self.assertIn("python: **4,000 reconciles/s** (target ≥ 5,000 reconciles/s): **MISSED by 20.0 %**", text)
 
+    def test_headline_compares_with_kopf_at_the_largest_size(self):
+        lines = []
+        for size, ours, kopf, event in (("5,000 objects", 2, 8, 4), ("10,000 objects", 4, 16, 8)):
+            for metric in ("total", "cpu", "rss"):
+                for program, value in ((OURS, ours), ("kopf", kopf), ("kopf-event", event)):
+                    lines.append(f"{metric}\t{size}\t{program}\t1\t{value}\n")
+        (self.dir / "kopf.tsv").write_text("# runs: 1\n" + "".join(lines))
+        [line] = headline({"kopf": Figures.read(self.dir / "kopf.tsv")})
+        self.assertIn("(no-op, 10,000 objects)", line)
+        self.assertIn("0.250x kopf's time", line)
+        self.assertIn("0.500x that of kopf's cheapest handler", line)
+        self.assertIn("4.00 MiB against 16.0 MiB", line)
+
     def test_bad_line_names_file_and_line(self):
         (self.dir / "bad.tsv").write_text("# runs: 1\nsync\tonly three\tfields\n")
         with self.assertRaisesRegex(ValueError, "bad.tsv:2"):
