@@ -77,7 +77,8 @@ e2e("users example: 20 Users get owned, labelled Namespaces and the finalizer; a
   await finalizeNamespaces([`user-${deleted}`]);
   await sleep(1_000);
   const now = await apiServer();
-  assert.ok(!now.namespaces.has(`user-${deleted}`), "the deleted User's Namespace was made again");
+  const again = now.namespaces.get(`user-${deleted}`)?.metadata;
+  assert.equal(again, undefined, again?.deletionTimestamp ? "the finalized Namespace is still Terminating" : "the deleted User's Namespace was made again");
   for (const [i, name] of names.entries()) {
     if (name !== renamed && name !== deleted) assert.ok(reconciled(now, name, `User ${i}`), `${name} is not reconciled any more`);
   }
