@@ -152,13 +152,13 @@ export class Fixture {
   }
 }
 
-/** Polls check until it is true; throws after timeoutMs. */
-export async function eventually(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+/** Polls check every intervalMs until it is true; throws after timeoutMs. */
+export async function eventually(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 10_000, intervalMs = 20): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (await check()) return;
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(20);
+    await sleep(intervalMs);
   }
 }
 
