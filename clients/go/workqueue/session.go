@@ -30,7 +30,9 @@ type session struct {
 	// its cancellation, so values pass and a graceful stop can wait.
 	base context.Context
 
-	// extendEvery is a third of the stream's lease TTL (from Opened).
+	// extendEvery is a third of the stream's lease TTL (from Opened): each
+	// held lease is extended that long after it arrived or was last
+	// extended, by the session's one ticker (extendLoop).
 	extendEvery time.Duration
 
 	// window is the credits granted so far and maxWindow their ceiling;
@@ -53,6 +55,8 @@ type session struct {
 	// lostFinishes holds the tokens of lost leases whose Finish was sent: the
 	// sidecar's refusal of them is expected, not worth a warning.
 	lostFinishes sync.Map
+	// ended closes when serve returns: the extend loop stops.
+	ended chan struct{}
 }
 
 // held is one lease the session holds.
@@ -71,6 +75,9 @@ type held struct {
 	// expiry cancels the reconcile (ErrLeaseLost) when the deadline passes
 	// unextended: a reconcile never runs on past its lease.
 	expiry *time.Timer
+	// nextExtend is when the extend loop sends this lease's next Extend, in
+	// Unix nanoseconds; guarded by the session's mu.
+	nextExtend int64
 }
 
 func (h *held) lose() {
@@ -123,6 +130,7 @@ func newSession(w *worker, stream grpc.BidiStreamingClient[workqueuev1.WorkReque
 		base:      base,
 		leases:    make(map[uint64]*held),
 		stopCh:    make(chan struct{}),
+		ended:     make(chan struct{}),
 	}
 }
 
@@ -185,6 +193,8 @@ func (s *session) open(ctx context.Context) error {
 // serve runs until the stream breaks (returning why) or ctx is cancelled
 // (stopping gracefully, returning nil).
 func (s *session) serve(ctx context.Context) error {
+	defer close(s.ended)
+	go s.extendLoop()
 	broke := make(chan error, 1)
 	go func() { broke <- s.receive() }()
 	select {
@@ -239,6 +249,7 @@ func (s *session) onLease(l *workqueuev1.Lease) {
 		ttl = 3 * s.extendEvery // the stream's TTL, from Opened
 	}
 	h.setDeadline(received, l.GetDeadline(), ttl)
+	h.nextExtend = received.Add(s.extendEvery).UnixNano()
 	h.expiry = time.AfterFunc(time.Until(h.until()), func() {
 		if !h.lost.Load() {
 			s.w.log.Warn("lease deadline passed unextended; cancelling its reconcile", "key", h.key)
@@ -249,6 +260,47 @@ func (s *session) onLease(l *workqueuev1.Lease) {
 	s.running.Add(1)
 	s.mu.Unlock()
 	go s.work(h, requestFromLease(s.w.queue, l))
+}
+
+// extendLoop is the session's one ticker: every half of extendEvery it
+// extends each held lease (waiting for a slot or reconciling) whose last
+// Extend, or arrival, is extendEvery old, so an Extend goes out between a
+// third and a half of the TTL after the last, as before one per tick of a
+// per-lease ticker. A lease that lives less than extendEvery costs nothing
+// here.
+func (s *session) extendLoop() {
+	ticker := time.NewTicker(max(s.extendEvery/2, minExtendEvery))
+	defer ticker.Stop()
+	var due []*held
+	for {
+		select {
+		case <-s.ended:
+			return
+		case now := <-ticker.C:
+			nowNs := now.UnixNano()
+			due = due[:0]
+			s.mu.Lock()
+			for _, h := range s.leases {
+				if h.lost.Load() {
+					continue
+				}
+				if nowNs > h.deadline.Load() {
+					s.w.log.Warn("lease expired without an answer from the sidecar; cancelling its reconcile", "key", h.key)
+					h.lose()
+					continue
+				}
+				if nowNs >= h.nextExtend {
+					h.nextExtend = nowNs + int64(s.extendEvery)
+					due = append(due, h)
+				}
+			}
+			s.mu.Unlock()
+			for _, h := range due {
+				s.extend(h)
+			}
+			clear(due)
+		}
+	}
 }
 
 func (s *session) lookup(token uint64) *held {
@@ -306,27 +358,24 @@ type outcome struct {
 	err error
 }
 
-// work is one lease's goroutine: wait for a slot, run the reconcile while
-// extending the lease, finish it.
+// work is one lease's goroutine: wait for a slot, run the reconcile (the
+// extend loop keeps the lease meanwhile), finish it.
 func (s *session) work(h *held, req Request) {
 	defer s.running.Done()
-	defer s.forget(h)
-	ticker := time.NewTicker(s.extendEvery)
-	defer ticker.Stop()
 
 	// Usually a slot is free at once; not when a reconcile of a broken or
-	// revoked lease still runs. Keep the lease alive meanwhile.
+	// revoked lease still runs. The extend loop keeps the lease meanwhile.
 	cancelled := h.ctx.Done()
 	for acquired := false; !acquired; {
 		select {
 		case s.w.slots <- struct{}{}:
 			acquired = true
-		case <-ticker.C:
-			s.extend(h)
 		case <-s.stopCh:
+			s.forget(h)
 			return // never started; goes back when the stream closes
 		case <-cancelled:
 			if h.lost.Load() {
+				s.forget(h)
 				s.finishLost(h) // lost before it started
 				return
 			}
@@ -342,30 +391,21 @@ func (s *session) work(h *held, req Request) {
 		s.w.log.Warn("lease expired before its reconcile could start; not reconciled", "key", h.key)
 		h.lose()
 		s.w.release(s)
+		s.forget(h)
 		s.finishLost(h)
 		return
 	}
-	done := make(chan outcome, 1)
-	go func() {
-		res, err := s.w.call(h.ctx, req)
-		done <- outcome{res, err}
-	}()
-	for {
-		select {
-		case o := <-done:
-			s.w.release(s)
-			s.finish(h, o)
-			return
-		case now := <-ticker.C:
-			if now.UnixNano() > h.deadline.Load() && !h.lost.Load() {
-				s.w.log.Warn("lease expired without an answer from the sidecar; cancelling its reconcile", "key", h.key)
-				h.lose()
-			}
-			s.extend(h)
-		}
-	}
+	res, err := s.w.call(h.ctx, req)
+	s.w.release(s)
+	// Out of the session's leases before its Finish is sent, so the extend
+	// loop sends no Extend after it.
+	s.forget(h)
+	s.finish(h, outcome{res, err})
 }
 
+// forget drops a lease from the session's leases once its reconcile is over
+// or will not run, and frees its timer and context (a cause set earlier
+// stays).
 func (s *session) forget(h *held) {
 	s.mu.Lock()
 	delete(s.leases, h.token)
