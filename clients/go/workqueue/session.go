@@ -19,8 +19,8 @@ import (
 // errStreamClosed is a send on a stream this worker already half-closed.
 var errStreamClosed = errors.New("work stream closed")
 
-// session is one Work stream: its leases, the goroutines working on them
-// and the messages that travel both ways.
+// session is one Work stream: its leases and the messages that travel both
+// ways. The worker's pool of goroutines runs the reconciles.
 type session struct {
 	w      *worker
 	stream grpc.BidiStreamingClient[workqueuev1.WorkRequest, workqueuev1.WorkResponse]
@@ -44,13 +44,13 @@ type session struct {
 	sendMu sync.Mutex
 	closed bool // half-closed; guarded by sendMu
 
-	mu       sync.Mutex
-	leases   map[uint64]*held // by token
-	stopping bool
-	// stopCh closes when the graceful stop begins: leases not yet started
+	mu     sync.Mutex
+	leases map[uint64]*held // by token
+	// stopping is set when the graceful stop begins: leases not yet started
 	// stay unstarted and go back when the stream closes.
-	stopCh chan struct{}
-	// running counts the goroutines of this session's leases.
+	stopping bool
+	// running counts this session's reconciles that have started and not
+	// yet been finished; Add only under mu while not stopping.
 	running sync.WaitGroup
 	// lostFinishes holds the tokens of lost leases whose Finish was sent: the
 	// sidecar's refusal of them is expected, not worth a warning.
@@ -61,6 +61,8 @@ type session struct {
 
 // held is one lease the session holds.
 type held struct {
+	s        *session
+	lease    *workqueuev1.Lease
 	key      string
 	token    uint64
 	failures uint32 // the key's failures when leased, for logs
@@ -129,7 +131,6 @@ func newSession(w *worker, stream grpc.BidiStreamingClient[workqueuev1.WorkReque
 		endStream: endStream,
 		base:      base,
 		leases:    make(map[uint64]*held),
-		stopCh:    make(chan struct{}),
 		ended:     make(chan struct{}),
 	}
 }
@@ -148,7 +149,7 @@ func (s *session) open(ctx context.Context) error {
 	// Under w.mu, so that a slot freed meanwhile either counts in this
 	// window or becomes a Credit sent after Open.
 	w.mu.Lock()
-	s.window = w.concurrency - len(w.slots)
+	s.window = w.concurrency - w.busy
 	s.maxWindow = w.concurrency
 	open.Credits = uint32(s.window)
 	err := s.send(&workqueuev1.WorkRequest{Kind: &workqueuev1.WorkRequest_Open_{Open: open}})
@@ -242,7 +243,7 @@ func (s *session) onLease(l *workqueuev1.Lease) {
 		return
 	}
 	ctx, cancel := context.WithCancelCause(s.base)
-	h := &held{key: l.GetKey(), token: l.GetToken(), failures: l.GetFailures(), cancel: cancel}
+	h := &held{s: s, lease: l, key: l.GetKey(), token: l.GetToken(), failures: l.GetFailures(), cancel: cancel}
 	h.ctx = leaseContext{Context: ctx, h: h}
 	ttl := l.GetTtl().AsDuration()
 	if ttl <= 0 {
@@ -257,9 +258,8 @@ func (s *session) onLease(l *workqueuev1.Lease) {
 		}
 	})
 	s.leases[h.token] = h
-	s.running.Add(1)
 	s.mu.Unlock()
-	go s.work(h, requestFromLease(s.w.queue, l))
+	s.w.dispatch(h)
 }
 
 // extendLoop is the session's one ticker: every half of extendEvery it
@@ -358,45 +358,43 @@ type outcome struct {
 	err error
 }
 
-// work is one lease's goroutine: wait for a slot, run the reconcile (the
-// extend loop keeps the lease meanwhile), finish it.
-func (s *session) work(h *held, req Request) {
+// work runs one lease on a goroutine of the worker's pool, which is free:
+// the reconcile, then its Finish. The extend loop keeps the lease meanwhile,
+// and kept it while it waited for a free goroutine (usually it waits not at
+// all; it does when reconciles of a broken or revoked stream still run).
+func (s *session) work(h *held) {
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		s.forget(h)
+		return // never started; goes back when the stream closes
+	}
+	if h.lost.Load() {
+		s.mu.Unlock()
+		s.forget(h)
+		s.finishLost(h) // lost before it started
+		return
+	}
+	// A lease asked to stop but still ours runs all the same, its context
+	// already cancelled, so that it is finished.
+	s.running.Add(1)
+	s.mu.Unlock()
 	defer s.running.Done()
 
-	// Usually a slot is free at once; not when a reconcile of a broken or
-	// revoked lease still runs. The extend loop keeps the lease meanwhile.
-	cancelled := h.ctx.Done()
-	for acquired := false; !acquired; {
-		select {
-		case s.w.slots <- struct{}{}:
-			acquired = true
-		case <-s.stopCh:
-			s.forget(h)
-			return // never started; goes back when the stream closes
-		case <-cancelled:
-			if h.lost.Load() {
-				s.forget(h)
-				s.finishLost(h) // lost before it started
-				return
-			}
-			// Asked to stop but still ours: run it when a slot frees (with
-			// its context already cancelled), so its lease is finished.
-			cancelled = nil
-		}
-	}
-
-	// A lease that expired while it waited for a slot (or while this
-	// process was stopped) is another worker's by now: never start it.
+	w := s.w
+	w.acquire()
+	// A lease that expired while it waited (or while this process was
+	// stopped) is another worker's by now: never start it.
 	if h.expired(time.Now()) {
-		s.w.log.Warn("lease expired before its reconcile could start; not reconciled", "key", h.key)
+		w.log.Warn("lease expired before its reconcile could start; not reconciled", "key", h.key)
 		h.lose()
-		s.w.release(s)
+		w.release(s)
 		s.forget(h)
 		s.finishLost(h)
 		return
 	}
-	res, err := s.w.call(h.ctx, req)
-	s.w.release(s)
+	res, err := w.call(h.ctx, requestFromLease(w.queue, h.lease))
+	w.release(s)
 	// Out of the session's leases before its Finish is sent, so the extend
 	// loop sends no Extend after it.
 	s.forget(h)
@@ -531,7 +529,6 @@ func (s *session) stop(broke <-chan error) {
 	s.detach()
 	s.mu.Lock()
 	s.stopping = true
-	close(s.stopCh)
 	n := len(s.leases)
 	s.mu.Unlock()
 	log.Info("stopping: no new keys; waiting for running reconciles", "running", n, "timeout", s.w.cfg.stopTimeout)
