@@ -32,8 +32,12 @@ type session struct {
 
 	// extendEvery is a third of the stream's lease TTL (from Opened): each
 	// held lease is extended that long after it arrived or was last
-	// extended, by the session's one ticker (extendLoop).
+	// extended, by the session's one loop (leaseLoop).
 	extendEvery time.Duration
+	// nextCheck is when leaseLoop wakes next, in Unix nanoseconds; a lease
+	// whose deadline comes sooner wakes it through wake.
+	nextCheck atomic.Int64
+	wake      chan struct{}
 
 	// window is the credits granted so far and maxWindow their ceiling;
 	// both guarded by w.mu (see worker.release).
@@ -55,7 +59,7 @@ type session struct {
 	// lostFinishes holds the tokens of lost leases whose Finish was sent: the
 	// sidecar's refusal of them is expected, not worth a warning.
 	lostFinishes sync.Map
-	// ended closes when serve returns: the extend loop stops.
+	// ended closes when serve returns: leaseLoop stops.
 	ended chan struct{}
 }
 
@@ -72,13 +76,12 @@ type held struct {
 	lost atomic.Bool
 	// deadline is the lease's end by the local clock, in Unix nanoseconds:
 	// the sidecar's deadline, never later than arrival (or the extend's
-	// answer) plus the TTL it gave.
+	// answer) plus the TTL it gave. When it passes unextended, leaseLoop
+	// cancels the reconcile (ErrLeaseLost): a reconcile never runs on past
+	// its lease.
 	deadline atomic.Int64
-	// expiry cancels the reconcile (ErrLeaseLost) when the deadline passes
-	// unextended: a reconcile never runs on past its lease.
-	expiry *time.Timer
-	// nextExtend is when the extend loop sends this lease's next Extend, in
-	// Unix nanoseconds; guarded by the session's mu.
+	// nextExtend is when leaseLoop sends this lease's next Extend, in Unix
+	// nanoseconds; guarded by the session's mu.
 	nextExtend int64
 }
 
@@ -99,15 +102,21 @@ func (h *held) expired(now time.Time) bool {
 }
 
 // setDeadline moves the lease's end to the earlier of the sidecar's deadline
-// (when given) and now + ttl, and the expiry timer with it.
+// (when given) and now + ttl, and wakes the session's leaseLoop if it comes
+// before the loop's next check (it seldom does: the loop checks at least
+// every sixth of the TTL).
 func (h *held) setDeadline(now time.Time, sidecar *timestamppb.Timestamp, ttl time.Duration) {
 	deadline := now.Add(ttl)
 	if sidecar != nil && sidecar.IsValid() && sidecar.AsTime().Before(deadline) {
 		deadline = sidecar.AsTime()
 	}
-	h.deadline.Store(deadline.UnixNano())
-	if h.expiry != nil {
-		h.expiry.Reset(time.Until(deadline))
+	ns := deadline.UnixNano()
+	h.deadline.Store(ns)
+	if ns < h.s.nextCheck.Load() {
+		select {
+		case h.s.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -132,6 +141,7 @@ func newSession(w *worker, stream grpc.BidiStreamingClient[workqueuev1.WorkReque
 		base:      base,
 		leases:    make(map[uint64]*held),
 		ended:     make(chan struct{}),
+		wake:      make(chan struct{}, 1),
 	}
 }
 
@@ -195,7 +205,7 @@ func (s *session) open(ctx context.Context) error {
 // (stopping gracefully, returning nil).
 func (s *session) serve(ctx context.Context) error {
 	defer close(s.ended)
-	go s.extendLoop()
+	go s.leaseLoop()
 	broke := make(chan error, 1)
 	go func() { broke <- s.receive() }()
 	select {
@@ -251,55 +261,59 @@ func (s *session) onLease(l *workqueuev1.Lease) {
 	}
 	h.setDeadline(received, l.GetDeadline(), ttl)
 	h.nextExtend = received.Add(s.extendEvery).UnixNano()
-	h.expiry = time.AfterFunc(time.Until(h.until()), func() {
-		if !h.lost.Load() {
-			s.w.log.Warn("lease deadline passed unextended; cancelling its reconcile", "key", h.key)
-			h.lose()
-		}
-	})
 	s.leases[h.token] = h
 	s.mu.Unlock()
 	s.w.dispatch(h)
 }
 
-// extendLoop is the session's one ticker: every half of extendEvery it
-// extends each held lease (waiting for a slot or reconciling) whose last
-// Extend, or arrival, is extendEvery old, so an Extend goes out between a
-// third and a half of the TTL after the last, as before one per tick of a
-// per-lease ticker. A lease that lives less than extendEvery costs nothing
-// here.
-func (s *session) extendLoop() {
-	ticker := time.NewTicker(max(s.extendEvery/2, minExtendEvery))
-	defer ticker.Stop()
+// leaseLoop keeps the session's leases, one timer for them all. Every
+// sixth of the TTL it extends each held lease (waiting for a goroutine or
+// reconciling) whose arrival or last Extend is a third of the TTL old, so
+// an Extend goes out a third to a half of the TTL after the last; and it
+// wakes at the earliest deadline sooner than that, to cancel the reconcile
+// of a lease whose deadline passed unextended (a worker stopped with
+// SIGSTOP, say, or a sidecar that does not answer). A lease that lives less
+// than a third of its TTL costs it nothing.
+func (s *session) leaseLoop() {
+	tick := max(s.extendEvery/2, minExtendEvery)
+	s.nextCheck.Store(time.Now().Add(tick).UnixNano())
+	timer := time.NewTimer(tick)
+	defer timer.Stop()
 	var due []*held
 	for {
 		select {
 		case <-s.ended:
 			return
-		case now := <-ticker.C:
-			nowNs := now.UnixNano()
-			due = due[:0]
-			s.mu.Lock()
-			for _, h := range s.leases {
-				if h.lost.Load() {
-					continue
-				}
-				if nowNs > h.deadline.Load() {
-					s.w.log.Warn("lease expired without an answer from the sidecar; cancelling its reconcile", "key", h.key)
-					h.lose()
-					continue
-				}
-				if nowNs >= h.nextExtend {
-					h.nextExtend = nowNs + int64(s.extendEvery)
-					due = append(due, h)
-				}
-			}
-			s.mu.Unlock()
-			for _, h := range due {
-				s.extend(h)
-			}
-			clear(due)
+		case <-timer.C:
+		case <-s.wake:
 		}
+		now := time.Now().UnixNano()
+		next := now + int64(tick)
+		due = due[:0]
+		s.mu.Lock()
+		for _, h := range s.leases {
+			if h.lost.Load() {
+				continue
+			}
+			deadline := h.deadline.Load()
+			if now >= deadline {
+				s.w.log.Warn("lease deadline passed unextended; cancelling its reconcile", "key", h.key)
+				h.lose()
+				continue
+			}
+			if now >= h.nextExtend {
+				h.nextExtend = now + int64(s.extendEvery)
+				due = append(due, h)
+			}
+			next = min(next, deadline)
+		}
+		s.nextCheck.Store(next)
+		s.mu.Unlock()
+		for _, h := range due {
+			s.extend(h)
+		}
+		clear(due)
+		timer.Reset(time.Duration(next - now)) // no stale tick since Go 1.23
 	}
 }
 
@@ -402,13 +416,11 @@ func (s *session) work(h *held) {
 }
 
 // forget drops a lease from the session's leases once its reconcile is over
-// or will not run, and frees its timer and context (a cause set earlier
-// stays).
+// or will not run, and frees its context (a cause set earlier stays).
 func (s *session) forget(h *held) {
 	s.mu.Lock()
 	delete(s.leases, h.token)
 	s.mu.Unlock()
-	h.expiry.Stop()
 	h.cancel(context.Canceled) // frees the context; a first cause stays
 }
 
@@ -427,7 +439,7 @@ func (s *session) extend(h *held) {
 func (s *session) finish(h *held, o outcome) {
 	log := s.w.log
 	if !h.lost.Load() && h.expired(time.Now()) {
-		// Returned after the deadline, before the expiry timer ran.
+		// Returned after the deadline, before leaseLoop saw it pass.
 		h.lose()
 	}
 	if h.lost.Load() {
