@@ -70,8 +70,10 @@ type held struct {
 	key      string
 	token    uint64
 	failures uint32 // the key's failures when leased, for logs
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
+	// ctx is the reconcile's context (a pointer to it is, without another
+	// allocation); cancel cancels it.
+	ctx    leaseContext
+	cancel context.CancelCauseFunc
 	// lost: the lease ended without this worker; no Finish is sent.
 	lost atomic.Bool
 	// deadline is the lease's end by the local clock, in Unix nanoseconds:
@@ -407,7 +409,7 @@ func (s *session) work(h *held) {
 		s.finishLost(h)
 		return
 	}
-	res, err := w.call(h.ctx, requestFromLease(w.queue, h.lease))
+	res, err := w.call(&h.ctx, requestFromLease(w.queue, h.lease))
 	w.release(s)
 	// Out of the session's leases before its Finish is sent, so the extend
 	// loop sends no Extend after it.
