@@ -18,6 +18,11 @@
 // since they are the creator's alone.
 //
 // -cpuprofile FILE writes a CPU profile of a successful run (go tool pprof).
+// Its samples carry the label part=side (the reconciling side: the sidecar's
+// Go client or the controller-runtime manager, and what they start) or
+// part=creator (the objects' creator), so one side's share can be read apart:
+// go tool pprof -tagfocus part=side FILE. Goroutines that neither started
+// (the runtime's GC workers, timer callbacks) carry no label.
 //
 // A run: start the reconciling side, prove it is live end to end (a probe
 // ConfigMap must be reconciled), create -objects ConfigMaps from -creators
@@ -132,18 +137,27 @@ type side interface {
 // measure is one run, the same for both sides.
 func measure(ctx context.Context, o options, config *rest.Config, s side) error {
 	rec := newRecorder(o.objects, probeName)
-	if err := s.start(ctx, o, config, rec); err != nil {
+	// Goroutines inherit their creator's profile labels: everything the side
+	// starts is part=side, the creator's client and goroutines part=creator.
+	var err error
+	pprof.Do(ctx, pprof.Labels("part", "side"), func(ctx context.Context) {
+		err = s.start(ctx, o, config, rec)
+	})
+	if err != nil {
 		return fmt.Errorf("%s: start: %w", s.program(), err)
 	}
-	c, err := newCreator(config, o.namespace, o.creators)
+	pprof.Do(ctx, pprof.Labels("part", "creator"), func(ctx context.Context) {
+		var c *creator
+		if c, err = newCreator(config, o.namespace, o.creators); err != nil {
+			return
+		}
+		if err = c.probe(ctx, probeName, rec.probeSeen, time.Minute); err != nil {
+			err = fmt.Errorf("%s: not reconciling: %w", s.program(), err)
+			return
+		}
+		err = c.create(ctx, o.objects, rec)
+	})
 	if err != nil {
-		return err
-	}
-	if err := c.probe(ctx, probeName, rec.probeSeen, time.Minute); err != nil {
-		return fmt.Errorf("%s: not reconciling: %w", s.program(), err)
-	}
-
-	if err := c.create(ctx, o.objects, rec); err != nil {
 		return err
 	}
 	timer := time.NewTimer(o.timeout)

@@ -19,8 +19,8 @@ import (
 // errStreamClosed is a send on a stream this worker already half-closed.
 var errStreamClosed = errors.New("work stream closed")
 
-// session is one Work stream: its leases, the goroutines working on them
-// and the messages that travel both ways.
+// session is one Work stream: its leases and the messages that travel both
+// ways. The worker's pool of goroutines runs the reconciles.
 type session struct {
 	w      *worker
 	stream grpc.BidiStreamingClient[workqueuev1.WorkRequest, workqueuev1.WorkResponse]
@@ -30,8 +30,14 @@ type session struct {
 	// its cancellation, so values pass and a graceful stop can wait.
 	base context.Context
 
-	// extendEvery is a third of the stream's lease TTL (from Opened).
+	// extendEvery is a third of the stream's lease TTL (from Opened): each
+	// held lease is extended that long after it arrived or was last
+	// extended, by the session's one loop (leaseLoop).
 	extendEvery time.Duration
+	// nextCheck is when leaseLoop wakes next, in Unix nanoseconds; a lease
+	// whose deadline comes sooner wakes it through wake.
+	nextCheck atomic.Int64
+	wake      chan struct{}
 
 	// window is the credits granted so far and maxWindow their ceiling;
 	// both guarded by w.mu (see worker.release).
@@ -42,35 +48,43 @@ type session struct {
 	sendMu sync.Mutex
 	closed bool // half-closed; guarded by sendMu
 
-	mu       sync.Mutex
-	leases   map[uint64]*held // by token
-	stopping bool
-	// stopCh closes when the graceful stop begins: leases not yet started
+	mu     sync.Mutex
+	leases map[uint64]*held // by token
+	// stopping is set when the graceful stop begins: leases not yet started
 	// stay unstarted and go back when the stream closes.
-	stopCh chan struct{}
-	// running counts the goroutines of this session's leases.
+	stopping bool
+	// running counts this session's reconciles that have started and not
+	// yet been finished; Add only under mu while not stopping.
 	running sync.WaitGroup
 	// lostFinishes holds the tokens of lost leases whose Finish was sent: the
 	// sidecar's refusal of them is expected, not worth a warning.
 	lostFinishes sync.Map
+	// ended closes when serve returns: leaseLoop stops.
+	ended chan struct{}
 }
 
 // held is one lease the session holds.
 type held struct {
+	s        *session
+	lease    *workqueuev1.Lease
 	key      string
 	token    uint64
 	failures uint32 // the key's failures when leased, for logs
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
+	// ctx is the reconcile's context (a pointer to it is, without another
+	// allocation); cancel cancels it.
+	ctx    leaseContext
+	cancel context.CancelCauseFunc
 	// lost: the lease ended without this worker; no Finish is sent.
 	lost atomic.Bool
 	// deadline is the lease's end by the local clock, in Unix nanoseconds:
 	// the sidecar's deadline, never later than arrival (or the extend's
-	// answer) plus the TTL it gave.
+	// answer) plus the TTL it gave. When it passes unextended, leaseLoop
+	// cancels the reconcile (ErrLeaseLost): a reconcile never runs on past
+	// its lease.
 	deadline atomic.Int64
-	// expiry cancels the reconcile (ErrLeaseLost) when the deadline passes
-	// unextended: a reconcile never runs on past its lease.
-	expiry *time.Timer
+	// nextExtend is when leaseLoop sends this lease's next Extend, in Unix
+	// nanoseconds; guarded by the session's mu.
+	nextExtend int64
 }
 
 func (h *held) lose() {
@@ -90,15 +104,21 @@ func (h *held) expired(now time.Time) bool {
 }
 
 // setDeadline moves the lease's end to the earlier of the sidecar's deadline
-// (when given) and now + ttl, and the expiry timer with it.
+// (when given) and now + ttl, and wakes the session's leaseLoop if it comes
+// before the loop's next check (it seldom does: the loop checks at least
+// every sixth of the TTL).
 func (h *held) setDeadline(now time.Time, sidecar *timestamppb.Timestamp, ttl time.Duration) {
 	deadline := now.Add(ttl)
 	if sidecar != nil && sidecar.IsValid() && sidecar.AsTime().Before(deadline) {
 		deadline = sidecar.AsTime()
 	}
-	h.deadline.Store(deadline.UnixNano())
-	if h.expiry != nil {
-		h.expiry.Reset(time.Until(deadline))
+	ns := deadline.UnixNano()
+	h.deadline.Store(ns)
+	if ns < h.s.nextCheck.Load() {
+		select {
+		case h.s.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -122,7 +142,8 @@ func newSession(w *worker, stream grpc.BidiStreamingClient[workqueuev1.WorkReque
 		endStream: endStream,
 		base:      base,
 		leases:    make(map[uint64]*held),
-		stopCh:    make(chan struct{}),
+		ended:     make(chan struct{}),
+		wake:      make(chan struct{}, 1),
 	}
 }
 
@@ -140,7 +161,7 @@ func (s *session) open(ctx context.Context) error {
 	// Under w.mu, so that a slot freed meanwhile either counts in this
 	// window or becomes a Credit sent after Open.
 	w.mu.Lock()
-	s.window = w.concurrency - len(w.slots)
+	s.window = w.concurrency - w.busy
 	s.maxWindow = w.concurrency
 	open.Credits = uint32(s.window)
 	err := s.send(&workqueuev1.WorkRequest{Kind: &workqueuev1.WorkRequest_Open_{Open: open}})
@@ -185,6 +206,8 @@ func (s *session) open(ctx context.Context) error {
 // serve runs until the stream breaks (returning why) or ctx is cancelled
 // (stopping gracefully, returning nil).
 func (s *session) serve(ctx context.Context) error {
+	defer close(s.ended)
+	go s.leaseLoop()
 	broke := make(chan error, 1)
 	go func() { broke <- s.receive() }()
 	select {
@@ -232,23 +255,68 @@ func (s *session) onLease(l *workqueuev1.Lease) {
 		return
 	}
 	ctx, cancel := context.WithCancelCause(s.base)
-	h := &held{key: l.GetKey(), token: l.GetToken(), failures: l.GetFailures(), cancel: cancel}
+	h := &held{s: s, lease: l, key: l.GetKey(), token: l.GetToken(), failures: l.GetFailures(), cancel: cancel}
 	h.ctx = leaseContext{Context: ctx, h: h}
 	ttl := l.GetTtl().AsDuration()
 	if ttl <= 0 {
 		ttl = 3 * s.extendEvery // the stream's TTL, from Opened
 	}
 	h.setDeadline(received, l.GetDeadline(), ttl)
-	h.expiry = time.AfterFunc(time.Until(h.until()), func() {
-		if !h.lost.Load() {
-			s.w.log.Warn("lease deadline passed unextended; cancelling its reconcile", "key", h.key)
-			h.lose()
-		}
-	})
+	h.nextExtend = received.Add(s.extendEvery).UnixNano()
 	s.leases[h.token] = h
-	s.running.Add(1)
 	s.mu.Unlock()
-	go s.work(h, requestFromLease(s.w.queue, l))
+	s.w.dispatch(h)
+}
+
+// leaseLoop keeps the session's leases, one timer for them all. Every
+// sixth of the TTL it extends each held lease (waiting for a goroutine or
+// reconciling) whose arrival or last Extend is a third of the TTL old, so
+// an Extend goes out a third to a half of the TTL after the last; and it
+// wakes at the earliest deadline sooner than that, to cancel the reconcile
+// of a lease whose deadline passed unextended (a worker stopped with
+// SIGSTOP, say, or a sidecar that does not answer). A lease that lives less
+// than a third of its TTL costs it nothing.
+func (s *session) leaseLoop() {
+	tick := max(s.extendEvery/2, minExtendEvery)
+	s.nextCheck.Store(time.Now().Add(tick).UnixNano())
+	timer := time.NewTimer(tick)
+	defer timer.Stop()
+	var due []*held
+	for {
+		select {
+		case <-s.ended:
+			return
+		case <-timer.C:
+		case <-s.wake:
+		}
+		now := time.Now().UnixNano()
+		next := now + int64(tick)
+		due = due[:0]
+		s.mu.Lock()
+		for _, h := range s.leases {
+			if h.lost.Load() {
+				continue
+			}
+			deadline := h.deadline.Load()
+			if now >= deadline {
+				s.w.log.Warn("lease deadline passed unextended; cancelling its reconcile", "key", h.key)
+				h.lose()
+				continue
+			}
+			if now >= h.nextExtend {
+				h.nextExtend = now + int64(s.extendEvery)
+				due = append(due, h)
+			}
+			next = min(next, deadline)
+		}
+		s.nextCheck.Store(next)
+		s.mu.Unlock()
+		for _, h := range due {
+			s.extend(h)
+		}
+		clear(due)
+		timer.Reset(time.Duration(next - now)) // no stale tick since Go 1.23
+	}
 }
 
 func (s *session) lookup(token uint64) *held {
@@ -306,71 +374,55 @@ type outcome struct {
 	err error
 }
 
-// work is one lease's goroutine: wait for a slot, run the reconcile while
-// extending the lease, finish it.
-func (s *session) work(h *held, req Request) {
-	defer s.running.Done()
-	defer s.forget(h)
-	ticker := time.NewTicker(s.extendEvery)
-	defer ticker.Stop()
-
-	// Usually a slot is free at once; not when a reconcile of a broken or
-	// revoked lease still runs. Keep the lease alive meanwhile.
-	cancelled := h.ctx.Done()
-	for acquired := false; !acquired; {
-		select {
-		case s.w.slots <- struct{}{}:
-			acquired = true
-		case <-ticker.C:
-			s.extend(h)
-		case <-s.stopCh:
-			return // never started; goes back when the stream closes
-		case <-cancelled:
-			if h.lost.Load() {
-				s.finishLost(h) // lost before it started
-				return
-			}
-			// Asked to stop but still ours: run it when a slot frees (with
-			// its context already cancelled), so its lease is finished.
-			cancelled = nil
-		}
+// work runs one lease on a goroutine of the worker's pool, which is free:
+// the reconcile, then its Finish. The extend loop keeps the lease meanwhile,
+// and kept it while it waited for a free goroutine (usually it waits not at
+// all; it does when reconciles of a broken or revoked stream still run).
+func (s *session) work(h *held) {
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		s.forget(h)
+		return // never started; goes back when the stream closes
 	}
+	if h.lost.Load() {
+		s.mu.Unlock()
+		s.forget(h)
+		s.finishLost(h) // lost before it started
+		return
+	}
+	// A lease asked to stop but still ours runs all the same, its context
+	// already cancelled, so that it is finished.
+	s.running.Add(1)
+	s.mu.Unlock()
+	defer s.running.Done()
 
-	// A lease that expired while it waited for a slot (or while this
-	// process was stopped) is another worker's by now: never start it.
+	w := s.w
+	w.acquire()
+	// A lease that expired while it waited (or while this process was
+	// stopped) is another worker's by now: never start it.
 	if h.expired(time.Now()) {
-		s.w.log.Warn("lease expired before its reconcile could start; not reconciled", "key", h.key)
+		w.log.Warn("lease expired before its reconcile could start; not reconciled", "key", h.key)
 		h.lose()
-		s.w.release(s)
+		w.release(s)
+		s.forget(h)
 		s.finishLost(h)
 		return
 	}
-	done := make(chan outcome, 1)
-	go func() {
-		res, err := s.w.call(h.ctx, req)
-		done <- outcome{res, err}
-	}()
-	for {
-		select {
-		case o := <-done:
-			s.w.release(s)
-			s.finish(h, o)
-			return
-		case now := <-ticker.C:
-			if now.UnixNano() > h.deadline.Load() && !h.lost.Load() {
-				s.w.log.Warn("lease expired without an answer from the sidecar; cancelling its reconcile", "key", h.key)
-				h.lose()
-			}
-			s.extend(h)
-		}
-	}
+	res, err := w.call(&h.ctx, requestFromLease(w.queue, h.lease))
+	w.release(s)
+	// Out of the session's leases before its Finish is sent, so the extend
+	// loop sends no Extend after it.
+	s.forget(h)
+	s.finish(h, outcome{res, err})
 }
 
+// forget drops a lease from the session's leases once its reconcile is over
+// or will not run, and frees its context (a cause set earlier stays).
 func (s *session) forget(h *held) {
 	s.mu.Lock()
 	delete(s.leases, h.token)
 	s.mu.Unlock()
-	h.expiry.Stop()
 	h.cancel(context.Canceled) // frees the context; a first cause stays
 }
 
@@ -389,7 +441,7 @@ func (s *session) extend(h *held) {
 func (s *session) finish(h *held, o outcome) {
 	log := s.w.log
 	if !h.lost.Load() && h.expired(time.Now()) {
-		// Returned after the deadline, before the expiry timer ran.
+		// Returned after the deadline, before leaseLoop saw it pass.
 		h.lose()
 	}
 	if h.lost.Load() {
@@ -491,7 +543,6 @@ func (s *session) stop(broke <-chan error) {
 	s.detach()
 	s.mu.Lock()
 	s.stopping = true
-	close(s.stopCh)
 	n := len(s.leases)
 	s.mu.Unlock()
 	log.Info("stopping: no new keys; waiting for running reconciles", "running", n, "timeout", s.w.cfg.stopTimeout)

@@ -85,8 +85,9 @@ func WithReconnectBackoff(initial, max time.Duration) WorkOption {
 // most concurrency at a time, until ctx is cancelled.
 //
 // It holds one Work stream to the sidecar with a window of concurrency
-// leases. Each lease gets its own goroutine and context; the lease is
-// extended every third of its TTL while r runs, and r's context is
+// leases, and runs r on a pool of concurrency goroutines. Each lease gets
+// its own context; the lease is extended every third of its TTL while r
+// runs (one ticker for the stream extends them all), and r's context is
 // cancelled when the sidecar asks to stop ([ErrCancelled]) or the lease is
 // lost ([ErrLeaseLost], see [context.Cause]). r's outcome finishes the lease
 // (see [Result]). A panic in r is recovered and retried as an error.
@@ -115,8 +116,12 @@ func (q *Queue) Run(ctx context.Context, concurrency int, r Reconciler, opts ...
 		concurrency: concurrency,
 		cfg:         newWorkConfig(opts),
 		log:         q.client.logger.With("queue", q.name),
-		slots:       make(chan struct{}, concurrency),
 	}
+	w.ready = sync.NewCond(&w.readyMu)
+	for range concurrency {
+		go w.serveLeases()
+	}
+	defer w.quit()
 	return w.run(ctx)
 }
 
@@ -129,15 +134,73 @@ type worker struct {
 	cfg         workConfig
 	log         *slog.Logger
 
-	// slots holds a token per running reconcile, across sessions: a
-	// reconcile still running when its stream broke keeps its slot, so a
-	// new stream never takes the worker past concurrency.
-	slots chan struct{}
+	// readyMu guards queued, the leases waiting for a goroutine of the pool
+	// (oldest first), and quitting; ready wakes the pool's goroutines.
+	readyMu  sync.Mutex
+	ready    *sync.Cond
+	queued   []*held
+	quitting bool
 
-	// mu guards current and, with it, the current session's window: a slot
-	// freed by an older session's reconcile becomes a Credit on this one.
+	// mu guards busy, current and, with it, the current session's window.
+	// busy counts the pool's goroutines working on a lease, across
+	// sessions: a reconcile still running when its stream broke keeps its
+	// goroutine, so a new stream's window leaves it out and the worker never
+	// goes past concurrency. A goroutine freed by an older session's
+	// reconcile becomes a Credit on the current one.
 	mu      sync.Mutex
+	busy    int
 	current *session
+}
+
+// dispatch hands a lease to the pool: the first free goroutine takes it.
+// It never blocks, so the stream's receiver keeps reading.
+func (w *worker) dispatch(h *held) {
+	w.readyMu.Lock()
+	w.queued = append(w.queued, h)
+	w.readyMu.Unlock()
+	w.ready.Signal()
+}
+
+// serveLeases is one goroutine of the pool: it works on leases, one at a
+// time, until Run returns.
+func (w *worker) serveLeases() {
+	for {
+		w.readyMu.Lock()
+		for len(w.queued) == 0 && !w.quitting {
+			w.ready.Wait()
+		}
+		if w.quitting {
+			w.readyMu.Unlock()
+			return
+		}
+		h := w.queued[0]
+		w.queued[0] = nil
+		w.queued = w.queued[1:]
+		w.readyMu.Unlock()
+		h.s.work(h)
+	}
+}
+
+// quit ends the pool's goroutines once they are free. Leases still queued
+// belong to streams that have ended (lost, their keys back in the queue):
+// they are dropped.
+func (w *worker) quit() {
+	w.readyMu.Lock()
+	w.quitting = true
+	dropped := w.queued
+	w.queued = nil
+	w.readyMu.Unlock()
+	w.ready.Broadcast()
+	for _, h := range dropped {
+		h.s.forget(h)
+	}
+}
+
+// acquire counts a goroutine of the pool as working on a lease.
+func (w *worker) acquire() {
+	w.mu.Lock()
+	w.busy++
+	w.mu.Unlock()
 }
 
 func (w *worker) run(ctx context.Context) error {
@@ -192,11 +255,12 @@ func (w *worker) call(ctx context.Context, req Request) (res Result, err error) 
 	return w.reconciler.Reconcile(ctx, req)
 }
 
-// release frees a reconcile's slot. A slot freed by an older session's
-// reconcile is given to the current session as one more credit.
+// release frees a goroutine of the pool (see acquire). One freed by an
+// older session's reconcile is given to the current session as one more
+// credit.
 func (w *worker) release(from *session) {
 	w.mu.Lock()
-	<-w.slots
+	w.busy--
 	cur := w.current
 	grant := cur != nil && cur != from && cur.window < cur.maxWindow
 	if grant {
