@@ -64,6 +64,8 @@ pub struct QueueCounts {
     pub ready_by_priority: Vec<(i32, usize)>,
     pub ready: usize,
     pub waiting: usize,
+    /// Ready keys in shard slots this replica does not own now.
+    pub parked: usize,
     pub held: usize,
     /// Keys whose lease ended and that wait for the caches to see its writes.
     pub settling: usize,

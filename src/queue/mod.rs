@@ -43,7 +43,7 @@ pub use settings::{DEFAULT_MAX_KEYS, QueueSettings};
 pub use settings_error::SettingsError;
 pub use state::AddOutcome;
 pub use time::MAX_DURATION;
-pub use workqueue::{DrainReport, WorkQueue};
+pub use workqueue::{DrainReport, ShardOf, WorkQueue};
 
 /// Priority of watch events: the fast lane.
 pub const PRIORITY_FAST: i32 = 0;

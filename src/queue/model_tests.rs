@@ -7,7 +7,10 @@
 //! (phase, priority, ready time, deadline, dirty add, failures, last error),
 //! and the key chosen by a grant must be one the rules allow: the oldest
 //! ready key once it waited `max_wait`, otherwise a key of the highest
-//! priority that became ready first.
+//! priority that became ready first. Sharding is part of it: each key falls
+//! in one of three shard slots (or none), and once the queue owns only some
+//! slots, only their keys may be granted and leases in slots it gives up are
+//! handed back at once.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -24,6 +27,7 @@ use super::reason::{Reason, ReasonKind};
 use super::settings::QueueSettings;
 use super::state::QueueState;
 use super::time::MAX_DURATION;
+use crate::shard::{Slot as ShardSlot, SlotSet};
 
 const KEYS: [&str; 6] = ["a", "b", "c", "d", "e", "f"];
 const HOLDERS: [&str; 3] = ["w1", "w2", "w3"];
@@ -33,6 +37,9 @@ const TTL_MS: u64 = 50;
 const MAX_TTL_MS: u64 = 200;
 const MAX_WAIT_MS: u64 = 30;
 const SETTLE_MS: u64 = 40;
+
+/// Shard slots the keys fall in: slot indexes 0, 1 and 2.
+const SHARDS: usize = 3;
 
 /// Most keys tracked: below the six keys, so adds meet a full queue.
 const MAX_KEYS: usize = 4;
@@ -90,6 +97,18 @@ enum Op {
     Advance {
         ms: u64,
     },
+    /// The key's shard slot changes (its object was recreated with another
+    /// uid) or becomes unknown; it applies now if the key is tracked, and to
+    /// its later adds.
+    MoveShard {
+        key: usize,
+        shard: Option<usize>,
+    },
+    /// The queue grants from these of the three slots (a bit each) or, with
+    /// `None`, from every key (not sharded).
+    SetOwned {
+        owned: Option<u8>,
+    },
     ShutDown,
 }
 
@@ -141,8 +160,10 @@ fn op() -> impl Strategy<Value = Op> {
         1 => key.clone().prop_map(|key| Op::Forget { key }),
         1 => (0..HOLDERS.len()).prop_map(|holder| Op::Release { holder }),
         3 => (key.clone(), prop::bool::weighted(0.2)).prop_map(|(key, stale)| Op::MarkWritten { key, stale }),
-        2 => key.prop_map(|key| Op::Settled { key }),
+        2 => key.clone().prop_map(|key| Op::Settled { key }),
         5 => (0..60u64).prop_map(|ms| Op::Advance { ms }),
+        1 => (key, prop::option::weighted(0.8, 0..SHARDS)).prop_map(|(key, shard)| Op::MoveShard { key, shard }),
+        2 => prop::option::weighted(0.85, 0..8u8).prop_map(|owned| Op::SetOwned { owned }),
     ]
 }
 
@@ -191,6 +212,18 @@ impl MKey {
 struct Model {
     keys: BTreeMap<usize, MKey>,
     shutting_down: bool,
+    /// Each key's shard slot, as the queue's `shard_of` would say now.
+    shard: [Option<usize>; KEYS.len()],
+    /// The slots granted from (a bit each); `None`: not sharded.
+    owned: Option<u8>,
+}
+
+fn shard_slot(shard: Option<usize>) -> Option<ShardSlot> {
+    shard.and_then(ShardSlot::new)
+}
+
+fn slot_set(mask: u8) -> SlotSet {
+    (0..SHARDS).filter(|s| mask & (1 << s) != 0).filter_map(ShardSlot::new).collect()
 }
 
 impl Model {
@@ -310,11 +343,17 @@ impl Model {
         }
     }
 
-    /// Keys a grant may choose at `now`.
+    /// Whether key `k` may be granted, as far as sharding goes.
+    fn in_owned_shard(&self, k: usize) -> bool {
+        self.owned.is_none_or(|mask| self.shard[k].is_some_and(|s| mask & (1 << s) != 0))
+    }
+
+    /// Keys a grant may choose at `now`: the rules, among keys of owned slots.
     fn allowed_grants(&self, now: Instant) -> Vec<usize> {
         let ready: Vec<(usize, i32, Instant)> = self
             .keys
             .iter()
+            .filter(|(k, _)| self.in_owned_shard(**k))
             .filter_map(|(k, key)| match key.phase {
                 MPhase::Ready { since } => Some((*k, key.priority, since)),
                 _ => None,
@@ -406,7 +445,10 @@ fn run(ops: Vec<Op>) {
     let start = Instant::now();
     let mut now = start;
     let mut queue = QueueState::<String>::new(settings(), now);
-    let mut model = Model { keys: BTreeMap::new(), shutting_down: false };
+    let mut model = Model { keys: BTreeMap::new(), shutting_down: false, shard: [Some(0); KEYS.len()], owned: None };
+    for k in 0..KEYS.len() {
+        model.shard[k] = Some(k % SHARDS);
+    }
     let mut granted: HashSet<LeaseToken> = HashSet::new();
     let mut past_tokens: Vec<(usize, LeaseToken)> = Vec::new();
     let holders: Vec<Holder> = HOLDERS.iter().map(|h| Arc::from(*h)).collect();
@@ -604,10 +646,35 @@ fn run(ops: Vec<Op>) {
                 }
             }
             Op::Advance { ms: step } => now += ms(step),
+            Op::MoveShard { key, shard } => {
+                queue.place_in_shard(KEYS[key], shard_slot(shard));
+                model.shard[key] = shard;
+            }
+            Op::SetOwned { owned } => {
+                model.owned = owned;
+                // No lease outlives the ownership of its key's slot.
+                let revoked: Vec<usize> = model
+                    .keys
+                    .iter()
+                    .filter(|(_, key)| matches!(key.phase, MPhase::Held { .. }))
+                    .map(|(k, _)| *k)
+                    .filter(|&k| !model.in_owned_shard(k))
+                    .collect();
+                assert_eq!(queue.set_owned_shards(owned.map(slot_set), now), revoked.len(), "leases handed back");
+                for k in revoked {
+                    // Handed back: queued again at once, not a failure.
+                    model.end_lease(k, Some(now), now);
+                }
+            }
             Op::ShutDown => {
                 queue.shut_down(true);
                 model.shutting_down = true;
             }
+        }
+        // What `WorkQueue` does under the add's lock: the keys added take
+        // the slot `shard_of` names.
+        for (k, name) in KEYS.iter().enumerate() {
+            queue.place_in_shard(*name, shard_slot(model.shard[k]));
         }
         model.gc();
         check_agreement(&queue, &model);

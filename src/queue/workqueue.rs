@@ -7,7 +7,7 @@
 
 use std::borrow::Borrow;
 use std::hash::Hash;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -24,6 +24,11 @@ use super::settings::QueueSettings;
 use super::settings_error::SettingsError;
 use super::state::{AddOutcome, QueueState};
 use super::time;
+use crate::shard::{Slot as ShardSlot, SlotSet};
+
+/// The shard slot a key falls in, for a sharded queue (`None`: not known,
+/// so the key is not granted). Called outside the queue's lock on every add.
+pub type ShardOf<K> = Arc<dyn Fn(&K) -> Option<ShardSlot> + Send + Sync>;
 
 /// One named queue; cheap to clone, all clones share the queue.
 pub struct WorkQueue<K> {
@@ -49,6 +54,8 @@ struct Shared<K> {
     closing: watch::Sender<bool>,
     /// Holders told when a lease of theirs expires or is handed back.
     lost_lease_watchers: Arc<LostLeaseWatchers<K>>,
+    /// How keys map to shard slots, once the queue is sharded.
+    shard_of: OnceLock<ShardOf<K>>,
 }
 
 impl<K> Drop for Shared<K> {
@@ -92,6 +99,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             timer: timer.clone(),
             closing: watch::Sender::new(false),
             lost_lease_watchers: Arc::default(),
+            shard_of: OnceLock::new(),
         });
         tokio::spawn(run_timer(Arc::downgrade(&shared), timer));
         Ok(WorkQueue { shared })
@@ -112,24 +120,40 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
 
     /// `Add`: the key is ready now, at `priority` (never lowering a queued key's).
     pub fn add(&self, key: K, priority: i32, reason: Reason) -> Result<AddOutcome, QueueError> {
-        self.with_state(|state, now| state.add(key, priority, reason, now))
+        let shards = self.shards_of(std::slice::from_ref(&key));
+        self.with_state(|state, now| {
+            let added = state.add(key, priority, reason, now);
+            placed(state, shards, added)
+        })
     }
 
     /// `AddAfter`: the key is ready after `delay`; an earlier ready time wins.
     pub fn add_after(&self, key: K, delay: Duration, priority: i32, reason: Reason) -> Result<AddOutcome, QueueError> {
-        self.with_state(|state, now| state.add_after(key, delay, priority, reason, now))
+        let shards = self.shards_of(std::slice::from_ref(&key));
+        self.with_state(|state, now| {
+            let added = state.add_after(key, delay, priority, reason, now);
+            placed(state, shards, added)
+        })
     }
 
     /// `AddRateLimited`: counts a failure and delays the key by the rate
     /// limiter; returns the delay and the key's failure count.
     pub fn add_rate_limited(&self, key: K, priority: i32, reason: Reason) -> Result<(Duration, u32), QueueError> {
-        self.with_state(|state, now| state.add_rate_limited(key, priority, reason, now))
+        let shards = self.shards_of(std::slice::from_ref(&key));
+        self.with_state(|state, now| {
+            let added = state.add_rate_limited(key, priority, reason, now);
+            placed(state, shards, added)
+        })
     }
 
     /// `Add` (`delay` zero) or `AddAfter` of a batch, under one lock: every
     /// key is added or, on an error, none is.
     pub fn add_all(&self, keys: Vec<K>, delay: Duration, priority: i32, reason: Reason) -> Result<(), QueueError> {
-        self.with_state(|state, now| state.add_all(keys, delay, priority, reason, now))
+        let shards = self.shards_of(&keys);
+        self.with_state(|state, now| {
+            let added = state.add_all(keys, delay, priority, reason, now);
+            placed(state, shards, added)
+        })
     }
 
     /// `AddRateLimited` of a batch, under one lock, all or none; a key named
@@ -140,7 +164,40 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         priority: i32,
         reason: Reason,
     ) -> Result<Vec<(K, Duration, u32)>, QueueError> {
-        self.with_state(|state, now| state.add_rate_limited_all(keys, priority, reason, now))
+        let shards = self.shards_of(&keys);
+        self.with_state(|state, now| {
+            let added = state.add_rate_limited_all(keys, priority, reason, now);
+            placed(state, shards, added)
+        })
+    }
+
+    /// Shards the queue: `shard_of` names each key's slot from now on, and
+    /// nothing is granted until `set_owned_shards` says which slots are
+    /// owned. Keys already queued have no slot until they are added again.
+    /// Set once: whether this call sharded it (false: it already was).
+    #[must_use]
+    pub fn shard_keys_by(&self, shard_of: ShardOf<K>) -> bool {
+        if self.shared.shard_of.set(shard_of).is_err() {
+            return false;
+        }
+        self.with_state(|state, now| state.set_owned_shards(Some(SlotSet::EMPTY), now));
+        true
+    }
+
+    /// Grants only keys in `owned` from now on. Parked keys of slots gained
+    /// go back to their lanes; leases of keys in slots lost are handed back at
+    /// once (their holders are told, their tokens turn stale, the keys stay
+    /// queued here). How many leases were handed back. Only for a queue
+    /// sharded with `shard_keys_by`.
+    pub fn set_owned_shards(&self, owned: SlotSet) -> usize {
+        debug_assert!(self.shared.shard_of.get().is_some(), "set_owned_shards on a queue that is not sharded");
+        self.with_state(|state, now| state.set_owned_shards(Some(owned), now))
+    }
+
+    /// Each key with its shard slot, when the queue is sharded.
+    fn shards_of(&self, keys: &[K]) -> Option<Vec<(K, Option<ShardSlot>)>> {
+        let shard_of = self.shared.shard_of.get()?;
+        Some(keys.iter().map(|key| (key.clone(), shard_of(key))).collect())
     }
 
     /// `Get`: waits for a ready key and leases it to `holder`.
@@ -439,6 +496,21 @@ impl<K: Clone + Eq + Hash> Shared<K> {
         }
         result
     }
+}
+
+/// Records each added key's shard slot once the add went through, under the
+/// same lock, so no grant sees the key without its slot.
+fn placed<K: Clone + Eq + Hash, T>(
+    state: &mut QueueState<K>,
+    shards: Option<Vec<(K, Option<ShardSlot>)>>,
+    added: Result<T, QueueError>,
+) -> Result<T, QueueError> {
+    if added.is_ok() {
+        for (key, shard) in shards.into_iter().flatten() {
+            state.place_in_shard(&key, shard);
+        }
+    }
+    added
 }
 
 /// Sleeps until the next deadline (a delayed key's or a lease's), then moves

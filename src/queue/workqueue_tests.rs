@@ -9,6 +9,7 @@ use tokio_test::{assert_pending, assert_ready, task};
 
 use super::*;
 use crate::queue::{KeyPhase, RateLimiterSpec, ReasonKind};
+use crate::shard::{Slot as ShardSlot, SlotSet};
 
 fn manual() -> Reason {
     Reason::of(ReasonKind::Manual)
@@ -763,4 +764,81 @@ async fn a_holder_that_stopped_watching_should_be_forgotten() {
     take(&q).unwrap();
     assert_eq!(q.revoke_all(), 1);
     assert_eq!(q.shared.lost_lease_watchers.watching(), 0);
+}
+
+// ----- sharding -----
+
+/// Shards by the key's first letter: "a…" in slot 0, "b…" in slot 1; other
+/// keys have no known slot.
+fn sharded_queue() -> WorkQueue<String> {
+    let q = queue();
+    let shard_of: ShardOf<String> = Arc::new(|key: &String| match key.as_bytes().first() {
+        Some(b'a') => ShardSlot::new(0),
+        Some(b'b') => ShardSlot::new(1),
+        _ => None,
+    });
+    assert!(q.shard_keys_by(shard_of.clone()));
+    assert!(!q.shard_keys_by(shard_of), "sharded once");
+    q
+}
+
+fn slots(indexes: &[usize]) -> SlotSet {
+    indexes.iter().filter_map(|&i| ShardSlot::new(i)).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sharded_queue_should_grant_only_keys_of_owned_slots_and_keep_the_others() {
+    let q = sharded_queue();
+    for key in ["a1", "b1", "a2", "x1", "b2"] {
+        add(&q, key, 0);
+    }
+    assert_eq!(take_key(&q), None, "no slot owned yet");
+    q.set_owned_shards(slots(&[0]));
+    assert_eq!((take_key(&q), take_key(&q), take_key(&q)), (Some("a1".into()), Some("a2".into()), None));
+    assert_eq!(q.counts().parked, 3, "b1, x1 and b2 set aside, not dropped");
+    assert!(matches!(q.key_status("b1").phase, KeyPhase::Queued { .. }));
+
+    let mut waiting = task::spawn(async { q.get(&worker("w"), None).await.unwrap().key });
+    assert_pending!(waiting.poll());
+    q.set_owned_shards(slots(&[0, 1]));
+    assert!(waiting.is_woken(), "gaining a slot wakes a waiting worker");
+    assert_eq!(assert_ready!(waiting.poll()), "b1", "in arrival order");
+    drop(waiting);
+    assert_eq!((take_key(&q), take_key(&q)), (Some("b2".into()), None), "x1 has no known slot");
+    assert_eq!(q.counts().parked, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slot_given_up_should_hand_its_leases_back_at_once_and_keep_its_keys() {
+    use crate::queue::LeaseEndKind::Returned;
+    let q = sharded_queue();
+    let mut lost = q.watch_lost_leases(&worker("w"));
+    q.set_owned_shards(slots(&[0, 1]));
+    add(&q, "a1", 0);
+    add(&q, "b1", 0);
+    let (a1, b1) = (take(&q).unwrap(), take(&q).unwrap());
+    assert_eq!(q.set_owned_shards(slots(&[0])), 1);
+    assert_eq!(told(&mut lost), vec![("b1".to_string(), b1.token, Returned)]);
+    assert_eq!(q.done("b1", b1.token), Err(QueueError::StaleToken { token: b1.token }), "its token is stale");
+    assert_eq!(q.key_status("b1").failures, 0, "not counted as a failure");
+    assert_eq!(take_key(&q), None, "and not granted here");
+    q.done("a1", a1.token).unwrap();
+    q.set_owned_shards(slots(&[1]));
+    assert_eq!(take_key(&q), Some("b1".into()), "granted again once owned again");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_should_follow_the_slot_of_its_latest_add() {
+    let q = queue();
+    let to_b = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let moved = to_b.clone();
+    let shard_of: ShardOf<String> =
+        Arc::new(move |_: &String| ShardSlot::new(usize::from(moved.load(std::sync::atomic::Ordering::Relaxed))));
+    assert!(q.shard_keys_by(shard_of));
+    q.set_owned_shards(slots(&[1]));
+    add(&q, "k", 0);
+    assert_eq!(take_key(&q), None, "slot 0 is not owned");
+    to_b.store(true, std::sync::atomic::Ordering::Relaxed);
+    add(&q, "k", 0);
+    assert_eq!(take_key(&q), Some("k".into()), "the add moved it to slot 1, owned");
 }

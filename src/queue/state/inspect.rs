@@ -48,6 +48,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             ready_by_priority: self.ready.counts(),
             ready: self.ready.len(),
             waiting: self.waiting.len(),
+            parked: self.parked.len(),
             held: self.leases.len(),
             settling: self.settling.len(),
             dirty,
@@ -73,7 +74,8 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         let entry = &self.entries[slot];
         let phase = match &entry.phase {
             Phase::Idle => KeyPhase::Absent,
-            Phase::Ready { since, .. } => KeyPhase::Queued { since: *since },
+            // Parked keys are queued; only the owner of their slot grants them.
+            Phase::Ready { since, .. } | Phase::Parked { since, .. } => KeyPhase::Queued { since: *since },
             Phase::Waiting { until, .. } => KeyPhase::Waiting { until: *until },
             Phase::Held(held) => KeyPhase::Held {
                 holder: held.holder.clone(),

@@ -26,9 +26,11 @@ use super::rate_limit::RateLimiter;
 use super::reason::{Reason, ReasonKind, ReasonSet};
 use super::settings::QueueSettings;
 use super::time;
+use crate::shard::{Slot as ShardSlot, SlotSet};
 
 mod inspect;
 mod lease_end;
+mod shards;
 
 /// What an add did to its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +55,10 @@ struct Entry<K> {
     reasons: ReasonSet,
     /// When the key entered the queue since it was last granted.
     enqueued_at: Option<Instant>,
+    /// The shard slot the key falls in, when the queue is sharded and the
+    /// slot is known (`place_in_shard`); a key without one is never granted
+    /// while the queue grants only from some slots.
+    shard: Option<ShardSlot>,
 }
 
 #[derive(Debug)]
@@ -65,6 +71,12 @@ enum Phase {
     Waiting {
         until: Instant,
         seq: u64,
+    },
+    /// Ready, but in a shard slot this replica does not own now: set aside
+    /// (in `parked`) until it does, keeping its place in arrival order.
+    Parked {
+        place: ReadyPlace,
+        since: Instant,
     },
     Held(HeldLease),
     /// Its lease ended after writes the caches have not seen yet: not handed
@@ -147,6 +159,12 @@ pub(crate) struct QueueState<K> {
     /// Nothing is granted from this instant on, and no lease outlives it:
     /// the end of the leader's current term when leader election is on.
     grant_until: Option<Instant>,
+    /// The shard slots granted from (`None`: the queue is not sharded, every
+    /// key is granted). Boxed: a slot set is 512 bytes.
+    owned_shards: Option<Box<SlotSet>>,
+    /// Ready keys outside `owned_shards`, by shard slot (`None`: unknown) and
+    /// arrival order.
+    parked: BTreeMap<(Option<ShardSlot>, u64), Slot>,
     /// Set by a shutdown without drain: extends tell workers to stop.
     cancel_held: bool,
     /// Keys that became ready since the last `take_wakeups`.
@@ -183,6 +201,8 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             shutting_down: false,
             holds: SmallVec::new(),
             grant_until: None,
+            owned_shards: None,
+            parked: BTreeMap::new(),
             cancel_held: false,
             wakeups: 0,
             timer_target: None,
@@ -328,6 +348,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             priority: 0,
             reasons: ReasonSet::new(),
             enqueued_at: None,
+            shard: None,
         });
         self.index.insert(key, slot);
         slot
@@ -366,6 +387,14 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
                         *place = raised;
                     }
                 }
+                AddOutcome::Merged
+            }
+            Phase::Parked { place, .. } => {
+                // Set aside, not in a lane: only the priority it will have
+                // when its slot is owned again changes.
+                entry.reasons.merge(reasons);
+                entry.priority = entry.priority.max(priority);
+                place.priority = entry.priority;
                 AddOutcome::Merged
             }
             Phase::Waiting { until, seq } => {
@@ -449,7 +478,13 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         if self.shutting_down || !self.holds.is_empty() || self.grant_until.is_some_and(|until| now >= until) {
             return None;
         }
-        let popped = self.ready.pop(now, self.settings.max_wait)?;
+        let popped = loop {
+            let popped = self.ready.pop(now, self.settings.max_wait)?;
+            if self.may_grant(popped.slot) {
+                break popped;
+            }
+            self.park(popped.slot, popped.place, popped.ready_since);
+        };
         let slot = popped.slot;
         let token = self.tokens.next();
         let deadline = self.lease_deadline(ttl, now);

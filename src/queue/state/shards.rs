@@ -1,0 +1,102 @@
+//! Sharding in the state machine: grant only keys in the shard slots this replica owns, and park the others.
+//!
+//! Replicas that share a queue's keys each own some of the `SLOTS` slots of
+//! the hash space (`crate::shard`). Every replica may hold every key; only
+//! the owner of a key's slot grants it. The check is made where a key is
+//! granted, under the queue's lock, so no change of ownership can slip
+//! between the check and the grant. A ready key found outside the owned slots
+//! is parked; when its slot is owned again it goes back to its lane in its
+//! old place. Nothing is dropped: a key leaves the queue only by the usual
+//! rules, never because its slot moved.
+
+use std::borrow::Borrow;
+use std::hash::Hash;
+
+use tokio::time::Instant;
+
+use super::{LeaseEnd, Phase, QueueState, ReadyPlace, ShardSlot, Slot, SlotSet};
+
+impl<K: Clone + Eq + Hash> QueueState<K> {
+    /// Records which shard slot `key` falls in (`None`: not known, so never
+    /// granted while sharded). A later call wins: a key's slot follows its
+    /// object's latest state. No-op for a key the queue does not track.
+    pub(crate) fn place_in_shard<Q>(&mut self, key: &Q, shard: Option<ShardSlot>)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let Some(&slot) = self.index.get(key) else { return };
+        let entry = &mut self.entries[slot];
+        if entry.shard == shard {
+            return;
+        }
+        let old = std::mem::replace(&mut entry.shard, shard);
+        if let Phase::Parked { place, .. } = entry.phase {
+            self.parked.remove(&(old, place.seq));
+            if self.may_grant(slot) {
+                self.unpark(slot);
+            } else {
+                self.parked.insert((shard, place.seq), slot);
+            }
+        }
+    }
+
+    /// From now on grants only keys in `owned` (`None`: every key, the queue
+    /// is not sharded). Parked keys of slots now owned go back to their lanes;
+    /// leases of keys outside the owned slots (given up, or moved there while
+    /// held) are handed back at once, not counted as failures, and their
+    /// holders told (their tokens turn stale). How many were handed back.
+    pub(crate) fn set_owned_shards(&mut self, owned: Option<SlotSet>, now: Instant) -> usize {
+        let before = self.owned_shards.as_deref().copied();
+        self.owned_shards = owned.map(Box::new);
+        let gained = match (before, owned) {
+            (_, None) => None,
+            (None, Some(_)) => Some(SlotSet::EMPTY),
+            (Some(before), Some(owned)) => Some(owned.difference(&before)),
+        };
+        let to_unpark: Vec<Slot> = match gained {
+            None => self.parked.values().copied().collect(),
+            Some(gained) => gained
+                .iter()
+                .flat_map(|shard| self.parked.range((Some(shard), 0)..=(Some(shard), u64::MAX)).map(|(_, &slot)| slot))
+                .collect(),
+        };
+        for slot in to_unpark {
+            if let Phase::Parked { place, .. } = self.entries[slot].phase {
+                self.parked.remove(&(self.entries[slot].shard, place.seq));
+                self.unpark(slot);
+            }
+        }
+        // No lease outlives the ownership of its key's slot.
+        let revoked: Vec<Slot> = self.leases.values().copied().filter(|&slot| !self.may_grant(slot)).collect();
+        for &slot in &revoked {
+            self.end_lease(slot, LeaseEnd::Returned, now);
+        }
+        revoked.len()
+    }
+
+    /// Whether the key in `slot` may be granted now, as far as sharding goes.
+    pub(super) fn may_grant(&self, slot: Slot) -> bool {
+        match &self.owned_shards {
+            None => true,
+            Some(owned) => self.entries[slot].shard.is_some_and(|shard| owned.contains(shard)),
+        }
+    }
+
+    /// Sets a ready key taken from its lane aside: its slot is not owned.
+    pub(super) fn park(&mut self, slot: Slot, place: ReadyPlace, since: Instant) {
+        let entry = &mut self.entries[slot];
+        self.parked.insert((entry.shard, place.seq), slot);
+        entry.phase = Phase::Parked { place, since };
+    }
+
+    /// Puts a parked key (already out of `parked`) back in its lane, in its old place.
+    fn unpark(&mut self, slot: Slot) {
+        let Phase::Parked { place, since } = self.entries[slot].phase else {
+            unreachable!("only parked keys are unparked")
+        };
+        self.ready.push(place, slot, since);
+        self.entries[slot].phase = Phase::Ready { place, since };
+        self.wakeups = self.wakeups.saturating_add(1);
+    }
+}
