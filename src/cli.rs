@@ -81,21 +81,29 @@ pub struct Cli {
     #[arg(long, env = "WQS_LEADER_ELECTION_LEASE", value_name = "NAME", default_value = "workqueue-sidecar")]
     pub leader_election_lease: String,
 
-    /// This replica's identity in the Lease (in a pod: its name, from POD_NAME; else the host name).
+    /// This replica's identity in the Lease, and in its shard Lease (in a pod: its name, from POD_NAME; else the host name).
     #[arg(long, env = "POD_NAME", value_name = "ID")]
     pub leader_election_identity: Option<String>,
 
-    /// How long the Lease stays valid after its last renewal.
+    /// How long the Lease stays valid after its last renewal (shard Leases too).
     #[arg(long, env = "WQS_LEADER_ELECTION_LEASE_DURATION", value_name = "DURATION", default_value = "15s", value_parser = humantime::parse_duration)]
     pub leader_election_lease_duration: Duration,
 
-    /// How long the leader keeps trying to renew before it steps down.
+    /// How long the leader keeps trying to renew before it steps down; a
+    /// shard member grants nothing later than this after its last renewal.
     #[arg(long, env = "WQS_LEADER_ELECTION_RENEW_DEADLINE", value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
     pub leader_election_renew_deadline: Duration,
 
-    /// How often replicas try to take or renew the Lease.
+    /// How often replicas try to take or renew the Lease (shard Leases too).
     #[arg(long, env = "WQS_LEADER_ELECTION_RETRY_PERIOD", value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration)]
     pub leader_election_retry_period: Duration,
+
+    /// Share the keys of the queues with `shard_by` among the replicas of
+    /// this group: each keeps a Lease `<group>-<identity>` in the election's
+    /// namespace, with the election's identity and timings, and grants only
+    /// the keys of its shard slots. Needed when a queue sets `shard_by`.
+    #[arg(long, env = "WQS_SHARD_GROUP", value_name = "GROUP")]
+    pub shard_group: Option<String>,
 
     /// Check the config file, print a summary and exit (0 when valid).
     #[arg(long)]

@@ -50,4 +50,5 @@ pub mod metrics;
 pub mod server;
 pub mod shard;
 pub mod shard_membership;
+pub mod sharded_queues;
 pub mod tls;

@@ -13,6 +13,8 @@ use workqueue_sidecar::cli::{Cli, LogFormat};
 use workqueue_sidecar::config::Config;
 use workqueue_sidecar::leader::ElectionSettings;
 use workqueue_sidecar::server::Exposure;
+use workqueue_sidecar::shard::ShardSettings;
+use workqueue_sidecar::shard_membership::MembershipSettings;
 use workqueue_sidecar::tls::TlsFiles;
 
 fn main() -> ExitCode {
@@ -71,6 +73,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         },
         kubeconfig: cli.kubeconfig.clone(),
         election: election_settings(&cli)?,
+        sharding: sharding_settings(&cli)?,
         grace_period: cli.grace_period,
     };
     let shutdown = shutdown_signal()?;
@@ -82,12 +85,7 @@ fn election_settings(cli: &Cli) -> anyhow::Result<Option<ElectionSettings>> {
     if !cli.leader_election {
         return Ok(None);
     }
-    let identity = match &cli.leader_election_identity {
-        Some(identity) => identity.clone(),
-        None => std::env::var("HOSTNAME")
-            .or_else(|_| std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()))
-            .context("no --leader-election-identity (POD_NAME) and no host name to use instead")?,
-    };
+    let identity = identity(cli)?;
     let settings = ElectionSettings {
         namespace: cli.leader_election_namespace.clone(),
         lease_name: cli.leader_election_lease.clone(),
@@ -98,6 +96,32 @@ fn election_settings(cli: &Cli) -> anyhow::Result<Option<ElectionSettings>> {
     };
     settings.validate()?;
     Ok(Some(settings))
+}
+
+/// The shard membership's settings from the flags, when `--shard-group` is given.
+fn sharding_settings(cli: &Cli) -> anyhow::Result<Option<MembershipSettings>> {
+    let Some(group) = &cli.shard_group else { return Ok(None) };
+    Ok(Some(MembershipSettings {
+        namespace: cli.leader_election_namespace.clone(),
+        group: group.clone(),
+        identity: identity(cli)?,
+        timings: ShardSettings {
+            lease_duration: cli.leader_election_lease_duration,
+            renew_deadline: cli.leader_election_renew_deadline,
+            retry_period: cli.leader_election_retry_period,
+            ..ShardSettings::default()
+        },
+    }))
+}
+
+/// This replica's name among its peers: the flag (POD_NAME), else the host name.
+fn identity(cli: &Cli) -> anyhow::Result<String> {
+    match &cli.leader_election_identity {
+        Some(identity) => Ok(identity.clone()),
+        None => std::env::var("HOSTNAME")
+            .or_else(|_| std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()))
+            .context("no --leader-election-identity (POD_NAME) and no host name to use instead"),
+    }
 }
 
 /// Completes on SIGTERM or SIGINT, naming it; the handlers are installed now.

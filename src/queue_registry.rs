@@ -68,12 +68,18 @@ impl QueueRegistry {
         futures_util::future::join_all(drains).await
     }
 
-    /// Holds every queue until leadership is won: a replica that runs an
-    /// election hands out nothing before it leads.
+    /// Holds every queue that is not sharded until leadership is won: a
+    /// replica that runs an election hands out nothing before it leads.
+    /// Sharded queues follow their shard slots instead.
     pub fn follow_election(&self) {
-        for queue in self.queues.values() {
+        for queue in self.queues.values().filter(|queue| !queue.is_sharded()) {
             queue.set_hold(NOT_LEADER, true);
         }
+    }
+
+    /// The queues whose keys replicas share by shard slot.
+    pub fn sharded(&self) -> Vec<Queue> {
+        self.names.iter().map(|name| self.queues[name].clone()).filter(Queue::is_sharded).collect()
     }
 
     /// Applies a change of leadership to every queue: a leader grants leases
@@ -86,6 +92,9 @@ impl QueueRegistry {
         };
         for name in &self.names {
             let queue = &self.queues[name];
+            if queue.is_sharded() {
+                continue;
+            }
             queue.set_grant_until(term_ends);
             queue.set_hold(NOT_LEADER, term_ends.is_none());
             if term_ends.is_none() {

@@ -24,6 +24,7 @@ fn standalone() -> Options {
         tls: None,
         kubeconfig: None,
         election: None,
+        sharding: None,
         grace_period: Duration::from_secs(5),
     }
 }

@@ -3,21 +3,19 @@
 //! within the lease duration, and no key is held by two workers across the
 //! handover.
 
+#[path = "support/holding_worker.rs"]
+mod holding_worker;
 #[path = "support/sidecar.rs"]
 mod sidecar;
 mod support;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use holding_worker::{Tracker, spawn_holding_worker};
 use sidecar::Sidecar;
 use support::control_plane::{self, TestNamespace};
-use tokio::sync::mpsc;
-use tokio_stream::StreamExt;
-use tokio_stream::wrappers::ReceiverStream;
-use workqueue_sidecar::grpc::pb::work_queue_service_client::WorkQueueServiceClient;
-use workqueue_sidecar::grpc::pb::{self, work_request, work_response};
+use workqueue_sidecar::grpc::pb;
 
 const LEASE_DURATION: Duration = Duration::from_secs(3);
 const KEYS: usize = 5;
@@ -56,122 +54,6 @@ async fn wait_for(what: &str, within: Duration, mut check: impl AsyncFnMut() -> 
     started.elapsed()
 }
 
-/// Who holds which key, by the workers' own account: a key counts as held
-/// by a worker until its lease deadline passes unextended, it finishes it,
-/// or the sidecar cancels it.
-#[derive(Default)]
-struct Tracker {
-    held: Mutex<HashMap<String, (usize, SystemTime)>>,
-    violations: Mutex<Vec<String>>,
-}
-
-impl Tracker {
-    fn hold(&self, key: &str, worker: usize, deadline: SystemTime) {
-        let mut held = self.held.lock().unwrap();
-        if let Some((other, until)) = held.get(key)
-            && *other != worker
-            && *until > SystemTime::now()
-        {
-            self.violations
-                .lock()
-                .unwrap()
-                .push(format!("{key} granted to worker {worker} while worker {other} holds it"));
-        }
-        held.insert(key.to_string(), (worker, deadline));
-    }
-
-    fn release(&self, key: &str, worker: usize) {
-        let mut held = self.held.lock().unwrap();
-        if held.get(key).is_some_and(|(w, _)| *w == worker) {
-            held.remove(key);
-        }
-    }
-
-    fn count(&self, worker: usize) -> usize {
-        let now = SystemTime::now();
-        self.held.lock().unwrap().values().filter(|(w, until)| *w == worker && *until > now).count()
-    }
-}
-
-fn wall(timestamp: Option<prost_types::Timestamp>) -> SystemTime {
-    SystemTime::try_from(timestamp.expect("a deadline")).unwrap()
-}
-
-/// A worker that behaves as the clients do: it never finishes (a slow
-/// reconcile), extends each lease at a third of its time, and stops working
-/// on a key when its deadline passes unextended or the sidecar cancels it.
-fn spawn_worker(id: usize, endpoint: String, tracker: Arc<Tracker>) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let Ok(mut client) = WorkQueueServiceClient::connect(endpoint).await else { return };
-        let (tx, rx) = mpsc::channel(64);
-        let open = work_request::Open {
-            queue: "default".into(),
-            worker: format!("w{id}"),
-            credits: 16,
-            lease_ttl: None,
-            include_object: false,
-        };
-        tx.send(pb::WorkRequest { kind: Some(work_request::Kind::Open(open)) }).await.unwrap();
-        let Ok(response) = client.work(ReceiverStream::new(rx)).await else { return };
-        let mut responses = response.into_inner();
-        let mut leases: HashMap<u64, (String, SystemTime, Instant)> = HashMap::new();
-        let mut tick = tokio::time::interval(Duration::from_millis(50));
-        loop {
-            tokio::select! {
-                message = responses.next() => {
-                    let Some(Ok(message)) = message else { break };
-                    match message.kind {
-                        Some(work_response::Kind::Lease(lease)) => {
-                            let deadline = wall(lease.deadline);
-                            tracker.hold(&lease.key, id, deadline);
-                            leases.insert(lease.token, (lease.key, deadline, Instant::now()));
-                        }
-                        Some(work_response::Kind::Extended(extended)) if extended.code == 0 => {
-                            if let Some(entry) = leases.get_mut(&extended.token) {
-                                entry.1 = wall(extended.deadline);
-                                tracker.hold(&entry.0, id, entry.1);
-                            }
-                        }
-                        Some(work_response::Kind::Extended(extended)) => {
-                            if let Some((key, _, _)) = leases.remove(&extended.token) {
-                                tracker.release(&key, id);
-                            }
-                        }
-                        Some(work_response::Kind::Cancel(cancel)) => {
-                            if let Some((key, _, _)) = leases.remove(&cancel.token) {
-                                tracker.release(&key, id);
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-                _ = tick.tick() => {
-                    let now = SystemTime::now();
-                    leases.retain(|_, (key, deadline, _)| {
-                        let alive = *deadline > now;
-                        if !alive {
-                            tracker.release(key, id);
-                        }
-                        alive
-                    });
-                    for (token, (key, deadline, last_extend)) in leases.iter_mut() {
-                        let ttl = deadline.duration_since(now).unwrap_or_default();
-                        if last_extend.elapsed() >= Duration::from_millis(400) || ttl < Duration::from_millis(800) {
-                            *last_extend = Instant::now();
-                            let extend = work_request::Extend { key: key.clone(), token: *token, ttl: None };
-                            let _ = tx.try_send(pb::WorkRequest { kind: Some(work_request::Kind::Extend(extend)) });
-                        }
-                    }
-                }
-            }
-        }
-        // The stream broke: this worker stops on everything it held.
-        for (key, _, _) in leases.into_values() {
-            tracker.release(&key, id);
-        }
-    })
-}
-
 async fn add_keys(sidecar: &Sidecar) {
     let keys = (0..KEYS).map(|i| format!("key-{i}")).collect();
     let mut client = sidecar.client().await;
@@ -190,8 +72,8 @@ async fn leader_and_follower(ns: &TestNamespace, tracker: &Arc<Tracker>) -> (Sid
     .await;
     add_keys(&a).await;
     add_keys(&b).await;
-    spawn_worker(0, a.endpoint(), tracker.clone());
-    spawn_worker(1, b.endpoint(), tracker.clone());
+    spawn_holding_worker(0, a.endpoint(), "default", tracker.clone());
+    spawn_holding_worker(1, b.endpoint(), "default", tracker.clone());
     wait_for("A's worker holds every key", Duration::from_secs(5), async || tracker.count(0) == KEYS).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(tracker.count(1), 0, "a follower hands out no keys");

@@ -5,13 +5,13 @@ mod tasks;
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tracing::{error, info};
 
 pub use kube_client::kube_client;
@@ -22,11 +22,14 @@ use crate::config::Config;
 use crate::freshness::Freshness;
 use crate::grpc;
 use crate::informer::{InformerRegistry, InformerWatches, WatchProgress};
+use crate::informer::{QueueBinding, ShardBy};
 use crate::leader::{ElectionSettings, Elector, Leadership};
 use crate::metrics::{self, Metrics};
 use crate::objects::ObjectWriter;
 use crate::queue_registry::QueueRegistry;
 use crate::server::{self, Exposure, Listeners};
+use crate::shard_membership::{Membership, MembershipSettings};
+use crate::sharded_queues::{follow_shards, shard_of};
 use crate::tls::{ServingTls, TlsFiles};
 
 /// How long open connections, and a leader's release of its Lease, get after the queues drained.
@@ -45,6 +48,8 @@ pub struct Options {
     pub kubeconfig: Option<PathBuf>,
     /// Leader election among replicas, when on.
     pub election: Option<ElectionSettings>,
+    /// Shard membership, for the queues with `shard_by`.
+    pub sharding: Option<MembershipSettings>,
     /// How long held leases may run after a shutdown signal.
     pub grace_period: Duration,
 }
@@ -63,6 +68,8 @@ pub struct Sidecar {
     listeners: Listeners,
     admin: Option<TcpListener>,
     election: Option<(ElectionSettings, kube::Client)>,
+    /// This replica's shard membership, when some queue is sharded.
+    membership: Option<Membership>,
     grace_period: Duration,
 }
 
@@ -70,7 +77,7 @@ impl Sidecar {
     /// Builds the queues and informers and binds every listener. Errors come
     /// before any port is bound: config, Kubernetes discovery, TLS files.
     pub async fn bind(options: Options) -> anyhow::Result<Sidecar> {
-        let Options { config, tcp, unix, admin, exposure, tls, kubeconfig, election, grace_period } = options;
+        let Options { config, tcp, unix, admin, exposure, tls, kubeconfig, election, sharding, grace_period } = options;
         let metrics = Metrics::new();
         let bindings: Vec<_> = config.queues.iter().map(|q| (q.name.clone(), q.binding.clone())).collect();
         let finalizers =
@@ -97,6 +104,7 @@ impl Sidecar {
         };
         let informers = Arc::new(informers);
         metrics.register_informers(informers.all());
+        let membership = shard_queues(&bindings, &queues, &informers, sharding, kubeconfig.as_deref()).await?;
         let election = match election {
             Some(settings) => Some((settings, kube_client(kubeconfig.as_deref(), None).await?)),
             None => None,
@@ -119,6 +127,7 @@ impl Sidecar {
             listeners,
             admin,
             election,
+            membership,
             grace_period,
         })
     }
@@ -148,6 +157,7 @@ impl Sidecar {
             listeners,
             admin,
             election,
+            membership,
             grace_period,
         } = self;
         let mut tasks = Tasks::default();
@@ -183,6 +193,18 @@ impl Sidecar {
             }
         }
         follow_election(&mut tasks, election, &queues, &metrics, stop_rx.clone());
+        if let Some(membership) = membership {
+            let (events_tx, events) = mpsc::unbounded_channel();
+            let (leases_ended, leases_ended_rx) = mpsc::unbounded_channel();
+            let follow = follow_shards(queues.sharded(), events, leases_ended, metrics.shards.clone());
+            let stopped = stop_rx.clone();
+            // One task: the queues must answer the membership's last revoke
+            // while it leaves, after the stop.
+            tasks.service("shard membership", async move {
+                tokio::join!(membership.run(events_tx, leases_ended_rx, stopped), follow);
+                Ok(())
+            });
+        }
         info!(queues = ?queues.names(), informers = ?informers.names(), "workqueue-sidecar started");
 
         let failure = tokio::select! {
@@ -211,6 +233,42 @@ impl Sidecar {
             None => stopped,
         }
     }
+}
+
+/// Shards the queues with `shard_by` by their primary's objects, and
+/// prepares this replica's membership; refuses sharded queues without
+/// `--shard-group` and a group without sharded queues.
+async fn shard_queues(
+    bindings: &[(String, QueueBinding)],
+    queues: &QueueRegistry,
+    informers: &InformerRegistry,
+    sharding: Option<MembershipSettings>,
+    kubeconfig: Option<&Path>,
+) -> anyhow::Result<Option<Membership>> {
+    let sharded: Vec<(&str, ShardBy, &str)> = bindings
+        .iter()
+        .filter_map(|(name, binding)| Some((name.as_str(), binding.shard_by?, binding.primary.as_deref()?)))
+        .collect();
+    let settings = match (sharding, sharded.is_empty()) {
+        (None, true) => return Ok(None),
+        (Some(settings), false) => settings,
+        (None, false) => {
+            let names: Vec<&str> = sharded.iter().map(|(name, ..)| *name).collect();
+            anyhow::bail!("queues {names:?} set shard_by: give --shard-group (WQS_SHARD_GROUP) to share their keys")
+        }
+        (Some(settings), true) => {
+            anyhow::bail!("--shard-group {:?} is given, but no queue sets shard_by", settings.group)
+        }
+    };
+    for (name, by, primary) in sharded {
+        let queue = queues.get(name).expect("every configured queue exists");
+        let primary = informers.get(primary).expect("a queue's primary informer exists").clone();
+        let fresh = queue.shard_keys_by(shard_of(by, primary));
+        debug_assert!(fresh, "each queue is sharded once");
+    }
+    let client = kube_client(kubeconfig, None).await?;
+    let group = settings.group.clone();
+    Ok(Some(Membership::new(client, settings).with_context(|| format!("shard group {group:?}"))?))
 }
 
 /// With an election, queues hand out keys only while this replica leads

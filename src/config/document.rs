@@ -10,7 +10,7 @@ use super::duration::HumanDuration;
 use super::informer::InformerEntries;
 use super::queue_name;
 use super::rate_limiter::RateLimiterDoc;
-use crate::informer::QueueBinding;
+use crate::informer::{QueueBinding, ShardBy};
 use crate::queue::QueueSettings;
 
 /// The whole file. Unknown top-level keys are refused by name.
@@ -115,6 +115,15 @@ struct QueueDoc {
     predicates: Vec<PredicateDoc>,
     priorities: Option<PrioritiesDoc>,
     finalizer: Option<String>,
+    shard_by: Option<ShardByDoc>,
+}
+
+/// `shard_by:` as written.
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "snake_case", expecting = "`uid` or `namespace`")]
+enum ShardByDoc {
+    Uid,
+    Namespace,
 }
 
 impl QueueDoc {
@@ -126,6 +135,10 @@ impl QueueDoc {
             predicates: self.predicates.into_iter().map(|p| p.0).collect(),
             priorities: self.priorities.map(PrioritiesDoc::into_priorities).unwrap_or_default(),
             finalizer: self.finalizer,
+            shard_by: self.shard_by.map(|by| match by {
+                ShardByDoc::Uid => ShardBy::Uid,
+                ShardByDoc::Namespace => ShardBy::Namespace,
+            }),
         };
         let settings = QueueSettings {
             lease_ttl: self.lease_ttl.map_or(default.lease_ttl, |d| d.0),

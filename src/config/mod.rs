@@ -183,6 +183,12 @@ fn check_binding(queue: &str, binding: &QueueBinding, informers: &[InformerSpec]
         }
         check_finalizer_name(finalizer).map_err(|problem| (field, problem))?;
     }
+    if primary.is_none() && binding.shard_by.is_some() {
+        return Err((
+            format!("queues.{queue}.shard_by"),
+            "a queue's keys are sharded by its primary's objects: set `primary` too".to_owned(),
+        ));
+    }
     if primary.is_none() && !binding.predicates.is_empty() {
         return Err((
             format!("queues.{queue}.predicates"),
@@ -488,6 +494,23 @@ queues:
         assert_eq!(binding.priorities, LanePriorities { initial_list: -50, triggers: 5, ..LanePriorities::default() });
         assert_eq!(binding.informers(), vec!["users", "namespaces", "pods"]);
         assert!(config.queues[1].binding.is_plain());
+    }
+
+    #[test]
+    fn shard_by_should_take_uid_or_namespace_and_need_a_primary() {
+        use crate::informer::ShardBy;
+        for (field, by) in [("uid", ShardBy::Uid), ("namespace", ShardBy::Namespace)] {
+            let yaml = format!(
+                "informers:\n  u: {{ version: v1, kind: User }}\nqueues:\n  q: {{ primary: u, shard_by: {field} }}\n"
+            );
+            assert_eq!(Config::parse(&yaml, FILE).unwrap().queues[0].binding.shard_by, Some(by));
+        }
+        let err = parse_err("queues:\n  q: { shard_by: uid }\n").to_string();
+        assert!(err.contains("queues.q.shard_by: a queue's keys are sharded by its primary's objects"), "{err}");
+        let err =
+            parse_err("informers:\n  u: { version: v1, kind: User }\nqueues:\n  q: { primary: u, shard_by: name }\n")
+                .to_string();
+        assert!(err.contains("shard_by") && err.contains("`uid` or `namespace`"), "{err}");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use super::Config;
-use crate::informer::{IndexBy, InformerSpec, Predicate, QueueBinding, TriggerMap};
+use crate::informer::{IndexBy, InformerSpec, Predicate, QueueBinding, ShardBy, TriggerMap};
 use crate::queue::{QueueSettings, RateLimiterSpec};
 
 impl Config {
@@ -98,6 +98,13 @@ fn describe_binding(out: &mut String, binding: &QueueBinding) {
             out,
             "    finalizer: {finalizer} (kept on live primaries, removed after a deleting one's success)"
         );
+    }
+    if let Some(by) = binding.shard_by {
+        let field = match by {
+            ShardBy::Uid => "uid",
+            ShardBy::Namespace => "namespace",
+        };
+        let _ = writeln!(out, "    sharded by the primary's {field}: each replica grants only the keys of its slots");
     }
 }
 

@@ -36,7 +36,8 @@ pub use registry::{InformerRegistry, InformerTask, InformerWatches};
 pub use selector::LabelSelector;
 pub use shared::SharedInformer;
 pub use spec::{
-    IndexBy, IndexSpec, IndexValue, InformerSpec, LanePriorities, Predicate, QueueBinding, TriggerMap, TriggerSpec,
+    IndexBy, IndexSpec, IndexValue, InformerSpec, LanePriorities, Predicate, QueueBinding, ShardBy, TriggerMap,
+    TriggerSpec,
 };
 pub use store::{ListQuery, Page};
 pub use tombstone::{MAX_TOMBSTONES, TOMBSTONE_TTL};

@@ -95,6 +95,21 @@ pub struct QueueBinding {
     /// A finalizer the sidecar keeps on the primary's live objects and
     /// removes when a worker finishes a deleting object's lease with success.
     pub finalizer: Option<String>,
+    /// Replicas share this queue's keys by the shard slot of each primary
+    /// object's uid or namespace; `None`: not sharded.
+    pub shard_by: Option<ShardBy>,
+}
+
+/// What a sharded queue's keys are sharded by: the field KEP-5866's
+/// `shardRange` hashes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShardBy {
+    /// `metadata.uid` of the primary object: even shares, but a key's slot is
+    /// known only while its object (or its tombstone) is in the cache.
+    Uid,
+    /// `metadata.namespace` of the key: known from the key alone, shares as
+    /// even as the namespaces are many and alike.
+    Namespace,
 }
 
 impl QueueBinding {

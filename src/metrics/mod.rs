@@ -7,6 +7,7 @@
 mod grpc_layer;
 mod informer_metrics;
 mod queue_metrics;
+mod shard_metrics;
 
 use std::sync::Arc;
 
@@ -21,6 +22,7 @@ use prometheus_client::registry::Registry;
 pub use grpc_layer::GrpcMetricsLayer;
 pub use informer_metrics::InformerCollector;
 pub use queue_metrics::QueueMetrics;
+pub use shard_metrics::ShardMetrics;
 
 use crate::informer::SharedInformer;
 use crate::queue_registry::QueueRegistry;
@@ -40,6 +42,7 @@ pub struct Metrics {
     /// 1 while this replica hands out keys: the leader, or the only replica
     /// when leader election is off.
     pub leader: Gauge,
+    pub shards: ShardMetrics,
     /// Reloads of the TLS files, by result.
     pub tls_reloads: ReloadCounters,
 }
@@ -55,6 +58,7 @@ impl Metrics {
             "1 while this replica hands out keys (the leader, or leader election is off)",
             leader.clone(),
         );
+        let shards = ShardMetrics::register(&mut registry);
         let by_result = Family::<ResultLabel, Counter>::default();
         let counter = |result| by_result.get_or_create(&ResultLabel { result }).clone();
         let tls_reloads = ReloadCounters { loaded: counter("loaded"), refused: counter("refused") };
@@ -63,7 +67,7 @@ impl Metrics {
             "Changed TLS files: loaded, or refused (unreadable or unusable; the previous certificate stays)",
             by_result.clone(),
         );
-        Arc::new(Metrics { registry: Mutex::new(registry), queues, grpc, leader, tls_reloads })
+        Arc::new(Metrics { registry: Mutex::new(registry), queues, grpc, leader, shards, tls_reloads })
     }
 
     /// Adds the informers' counters (events by type, lists) to what is

@@ -37,6 +37,7 @@ pub struct QueueMetrics {
     longest_running: Family<QueueLabel, FloatGauge>,
     retries: Family<QueueLabel, Counter>,
     waiting: Family<QueueLabel, Gauge>,
+    parked: Family<QueueLabel, Gauge>,
     leases_held: Family<QueueLabel, Gauge>,
     leases_expired: Family<QueueLabel, Counter>,
     leases_released: Family<QueueLabel, Counter>,
@@ -55,6 +56,7 @@ impl QueueMetrics {
             longest_running: Family::default(),
             retries: Family::default(),
             waiting: Family::default(),
+            parked: Family::default(),
             leases_held: Family::default(),
             leases_expired: Family::default(),
             leases_released: Family::default(),
@@ -87,6 +89,11 @@ impl QueueMetrics {
         registry.register("workqueue_retries", "Total number of retries handled by workqueue", metrics.retries.clone());
         // The sidecar's own, for what client-go does not have.
         registry.register("workqueue_sidecar_waiting", "Keys waiting for a delay or backoff", metrics.waiting.clone());
+        registry.register(
+            "workqueue_sidecar_parked",
+            "Ready keys of a sharded queue whose shard slot another replica owns",
+            metrics.parked.clone(),
+        );
         registry.register(
             "workqueue_sidecar_leases_held",
             "Leases currently held by workers",
@@ -139,6 +146,7 @@ impl QueueMetrics {
         let (unfinished, longest) = queue.processing_ages();
         self.depth.get_or_create(&label).set(counts.ready as i64);
         self.waiting.get_or_create(&label).set(counts.waiting as i64);
+        self.parked.get_or_create(&label).set(counts.parked as i64);
         self.leases_held.get_or_create(&label).set(counts.held as i64);
         self.unfinished_work.get_or_create(&label).set(unfinished);
         self.longest_running.get_or_create(&label).set(longest);

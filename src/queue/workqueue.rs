@@ -194,6 +194,11 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         self.with_state(|state, now| state.set_owned_shards(Some(owned), now))
     }
 
+    /// Whether `shard_keys_by` sharded the queue.
+    pub fn is_sharded(&self) -> bool {
+        self.shared.shard_of.get().is_some()
+    }
+
     /// Each key with its shard slot, when the queue is sharded.
     fn shards_of(&self, keys: &[K]) -> Option<Vec<(K, Option<ShardSlot>)>> {
         let shard_of = self.shared.shard_of.get()?;

@@ -1,0 +1,83 @@
+//! Sharded queues: each key's shard slot, read from its primary object, and the queues following this replica's share of the slots.
+//!
+//! The membership (`shard_membership`) says which slots this replica may
+//! grant from and until when; this module applies that to every sharded
+//! queue. The term end bounds grants and leases (`set_grant_until`), and is
+//! set before the slots, so no lease outlives the term it was granted in. A
+//! revoke is applied at once: the queues hand back the leases in those slots
+//! there and then, so the membership is told they ended straight away.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tracing::{debug, info};
+
+use crate::informer::{ShardBy, SharedInformer};
+use crate::metrics::ShardMetrics;
+use crate::queue::ShardOf;
+use crate::queue_registry::Queue;
+use crate::shard::{Effect, Slot, SlotSet, shard_hash};
+use crate::shard_membership::ShardEvent;
+
+/// The slot of a key of `primary`'s objects, hashed as KEP-5866's
+/// `shardRange` hashes the field `by` names.
+///
+/// By uid, the key's object is looked up in the cache (or among its recent
+/// tombstones, so a deletion is granted by the same replica as the object
+/// was): a key whose object the cache does not know has no slot and is not
+/// granted until it does. By namespace the key says it: `namespace/name`, or
+/// a cluster-scoped `name`, whose namespace is empty.
+pub fn shard_of(by: ShardBy, primary: Arc<SharedInformer>) -> ShardOf<Arc<str>> {
+    match by {
+        ShardBy::Namespace => Arc::new(|key: &Arc<str>| {
+            let namespace = key.split_once('/').map_or("", |(namespace, _)| namespace);
+            Some(Slot::of_hash(shard_hash(namespace)))
+        }),
+        ShardBy::Uid => Arc::new(move |key: &Arc<str>| {
+            let object = primary.get(key).or_else(|| primary.get_deleted(key))?;
+            Some(Slot::of_hash(shard_hash(&object.meta.uid)))
+        }),
+    }
+}
+
+/// Applies the membership's events to `queues` until the membership ends;
+/// answers each revoke on `leases_ended` once the queues handed its leases back.
+pub async fn follow_shards(
+    queues: Vec<Queue>,
+    mut events: mpsc::UnboundedReceiver<ShardEvent>,
+    leases_ended: mpsc::UnboundedSender<SlotSet>,
+    metrics: ShardMetrics,
+) {
+    let mut owned = SlotSet::EMPTY;
+    let apply = |owned: &SlotSet| {
+        let handed_back: usize = queues.iter().map(|queue| queue.set_owned_shards(*owned)).sum();
+        metrics.slots_owned.set(owned.len() as i64);
+        metrics.leases_handed_back.inc_by(handed_back as u64);
+        handed_back
+    };
+    while let Some(event) = events.recv().await {
+        match event {
+            ShardEvent::Grant(grant) => {
+                if let Some(grant) = grant {
+                    // The term first: a slot granted now must not outlive it.
+                    for queue in &queues {
+                        queue.set_grant_until(Some(grant.until));
+                    }
+                }
+                owned = grant.map_or(SlotSet::EMPTY, |grant| grant.slots);
+                apply(&owned);
+            }
+            ShardEvent::Effect(Effect::Revoke(slots)) => {
+                owned = owned.difference(&slots);
+                let handed_back = apply(&owned);
+                metrics.slots_revoked.inc_by(slots.len() as u64);
+                info!(slots = slots.len(), handed_back, "shard slots given up; their leases handed back");
+                let _ = leases_ended.send(slots);
+            }
+            ShardEvent::Effect(Effect::Gained(slots)) => {
+                metrics.slots_gained.inc_by(slots.len() as u64);
+                debug!(slots = slots.len(), "shard slots gained; granted from with the next grant");
+            }
+        }
+    }
+}

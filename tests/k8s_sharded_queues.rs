@@ -1,0 +1,146 @@
+//! Sidecar processes share a sharded queue's keys through their shard Leases
+//! on the real API server: one replica holds every key, three share them,
+//! a killed replica's keys are taken over once its Lease expires, a replica
+//! that leaves hands its keys over at once, objects keep being created
+//! throughout, and no key is ever held by two workers.
+
+#[path = "support/holding_worker.rs"]
+mod holding_worker;
+#[path = "support/sidecar.rs"]
+mod sidecar;
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use holding_worker::{Tracker, spawn_holding_worker};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::PostParams;
+use sidecar::Sidecar;
+use support::control_plane::{self, TestNamespace};
+
+/// Objects at the start; more are created while replicas join and leave.
+const OBJECTS: usize = 120;
+const MORE: usize = 20;
+const QUEUE: &str = "q";
+/// Long enough for a loaded machine; the figures are printed, not asserted.
+const WITHIN: Duration = Duration::from_secs(40);
+
+fn config_file(namespace: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("{}.yaml", control_plane::unique_name("sharded-config")));
+    let yaml = format!(
+        "informers:\n  cms: {{ version: v1, kind: ConfigMap, namespace: {namespace} }}\n\
+         queues:\n  {QUEUE}: {{ primary: cms, shard_by: uid }}\n"
+    );
+    std::fs::write(&path, yaml).unwrap();
+    path
+}
+
+fn start(namespace: &str, config: &std::path::Path, identity: &str) -> Sidecar {
+    let kubeconfig = control_plane::kubeconfig_path();
+    Sidecar::start(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--shard-group",
+        "sharded",
+        "--leader-election-namespace",
+        namespace,
+        "--leader-election-identity",
+        identity,
+        "--leader-election-lease-duration",
+        "3s",
+        "--leader-election-renew-deadline",
+        "2s",
+        "--leader-election-retry-period",
+        "500ms",
+        "--grace-period",
+        "1s",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+    ])
+}
+
+async fn create(cms: &Api<ConfigMap>, range: std::ops::Range<usize>) {
+    for i in range {
+        let cm = ConfigMap {
+            metadata: kube::api::ObjectMeta { name: Some(format!("cm-{i:04}")), ..Default::default() },
+            ..Default::default()
+        };
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+    }
+}
+
+/// How many keys each worker holds now.
+fn shares(tracker: &Tracker) -> BTreeMap<usize, usize> {
+    let mut shares = BTreeMap::new();
+    for worker in tracker.holders().into_values() {
+        *shares.entry(worker).or_default() += 1;
+    }
+    shares
+}
+
+/// Waits until the workers in `workers`, and no others, hold `keys` keys in
+/// all, each at least one, and checks that no key was ever held by two
+/// workers at once; returns how long that took.
+async fn held_by(tracker: &Tracker, keys: usize, workers: &[usize], what: &str) -> Duration {
+    let started = Instant::now();
+    loop {
+        let shares = shares(tracker);
+        let total: usize = shares.values().sum();
+        if total == keys && shares.keys().copied().eq(workers.iter().copied()) {
+            println!("{what}: after {:.1} s, shares {shares:?}", started.elapsed().as_secs_f64());
+            assert_eq!(tracker.violations(), Vec::<String>::new(), "{what}: no key held by two workers at once");
+            return started.elapsed();
+        }
+        assert!(started.elapsed() < WITHIN, "{what}: not within {WITHIN:?}; {total} of {keys} held, shares {shares:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
+async fn k8s_sharded_queue_should_give_each_key_to_one_replica_as_replicas_come_and_go() {
+    let client = control_plane::client().await;
+    let ns = TestNamespace::create(&client, "sharded").await;
+    let cms: Api<ConfigMap> = ns.api();
+    let config = config_file(ns.name());
+    let tracker = Arc::new(Tracker::default());
+    create(&cms, 0..OBJECTS).await;
+    let mut keys = OBJECTS;
+
+    let r0 = start(ns.name(), &config, "r0");
+    spawn_holding_worker(0, r0.endpoint(), QUEUE, tracker.clone());
+    held_by(&tracker, keys, &[0], "one replica holds every key").await;
+
+    // Scale to three while objects are created.
+    let mut r1 = start(ns.name(), &config, "r1");
+    spawn_holding_worker(1, r1.endpoint(), QUEUE, tracker.clone());
+    let r2 = start(ns.name(), &config, "r2");
+    spawn_holding_worker(2, r2.endpoint(), QUEUE, tracker.clone());
+    create(&cms, keys..keys + MORE).await;
+    keys += MORE;
+    held_by(&tracker, keys, &[0, 1, 2], "three replicas share every key").await;
+    let moved = r0.metric("workqueue_sidecar_shard_leases_handed_back_total").await.unwrap_or(0.0);
+    println!("r0 handed back {moved} leases as r1 and r2 joined");
+    assert!(moved > 0.0, "r0 handed keys over as the others joined");
+
+    // r0 dies without a word: its keys wait for its Lease to expire.
+    r0.send_signal("KILL");
+    held_by(&tracker, keys, &[1, 2], "r0 killed: r1 and r2 took its keys over").await;
+
+    // r1 leaves cleanly: it hands its slots over without waiting for expiry.
+    let left = Instant::now();
+    r1.send_signal("TERM");
+    create(&cms, keys..keys + MORE).await;
+    keys += MORE;
+    held_by(&tracker, keys, &[2], "r1 leaving: r2 holds every key").await;
+    println!("r2 held every key {:.1} s after r1's SIGTERM (r1's grace period is 1 s)", left.elapsed().as_secs_f64());
+    let status = r1.wait(Duration::from_secs(15));
+    assert!(status.success(), "{status:?}");
+
+    let _ = std::fs::remove_file(config);
+    ns.delete().await;
+}
