@@ -20,7 +20,7 @@ mod member_tests;
 #[cfg(test)]
 mod simulation;
 
-pub use assignment::Assignment;
+pub use assignment::{Assignment, TOKENS};
 pub use hash::{fnv1a64, shard_hash};
 pub use member::{Effect, Grant, LeaseWrite, Member};
 pub use observation::{LeaseRecord, LeaseVersion, MemberId, ObservedLease, Snapshot};

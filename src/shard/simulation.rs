@@ -51,7 +51,7 @@ impl Rng {
 /// Which assignment rule the movement check measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Rule {
-    Rendezvous,
+    Tokens,
     /// Equal ranges over the sorted members: shown to fail the movement check.
     EqualRanges,
 }
@@ -99,7 +99,7 @@ impl Default for Config {
             max_pause: Duration::from_secs(40),
             settings: ShardSettings::default(),
             fault: Fault::None,
-            rule: Rule::Rendezvous,
+            rule: Rule::Tokens,
         }
     }
 }
@@ -360,7 +360,7 @@ impl Sim {
         let after = self.truth.update(&members);
         let n = self.truth.len().max(after.len());
         let moved = match self.config.rule {
-            Rule::Rendezvous => self.truth.moved(&after).len(),
+            Rule::Tokens => self.truth.moved(&after).len(),
             Rule::EqualRanges => {
                 let before: Vec<MemberId> = self.truth.members().cloned().collect();
                 let (a, b) = (equal_ranges(&before), equal_ranges(&members));
