@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tracing::{debug, info};
 
 use crate::informer::{ShardBy, SharedInformer};
@@ -40,10 +40,12 @@ pub fn shard_of(by: ShardBy, primary: Arc<SharedInformer>) -> ShardOf<Arc<str>> 
     }
 }
 
-/// Applies the membership's events to `queues` until the membership ends;
-/// answers each revoke on `leases_ended` once the queues handed its leases back.
+/// Applies the membership's events to `queues` and tells the sharded
+/// informers the slots owned (`owned`), until the membership ends; answers
+/// each revoke on `leases_ended` once the queues handed its leases back.
 pub async fn follow_shards(
     queues: Vec<Queue>,
+    owned_slots: watch::Sender<Option<SlotSet>>,
     mut events: mpsc::UnboundedReceiver<ShardEvent>,
     leases_ended: mpsc::UnboundedSender<SlotSet>,
     metrics: ShardMetrics,
@@ -52,6 +54,11 @@ pub async fn follow_shards(
     let apply = |owned: &SlotSet| {
         let handed_back: usize = queues.iter().map(|queue| queue.set_owned_shards(*owned)).sum();
         metrics.slots_owned.set(owned.len() as i64);
+        owned_slots.send_if_modified(|listed| {
+            let changed = *listed != Some(*owned);
+            *listed = Some(*owned);
+            changed
+        });
         metrics.leases_handed_back.inc_by(handed_back as u64);
         handed_back
     };

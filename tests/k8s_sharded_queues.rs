@@ -2,7 +2,10 @@
 //! on the real API server: one replica holds every key, three share them,
 //! a killed replica's keys are taken over once its Lease expires, a replica
 //! that leaves hands its keys over at once, objects keep being created
-//! throughout, and no key is ever held by two workers.
+//! throughout, and no key is ever held by two workers. Twice: with the
+//! informer listing every object (keys of other slots parked), and with the
+//! informer listing only the replica's slots (KEP-5866's `shardSelector`),
+//! where each replica's cache holds its own share.
 
 #[path = "support/holding_worker.rs"]
 mod holding_worker;
@@ -29,10 +32,14 @@ const QUEUE: &str = "q";
 /// Long enough for a loaded machine; the figures are printed, not asserted.
 const WITHIN: Duration = Duration::from_secs(40);
 
-fn config_file(namespace: &str) -> PathBuf {
+fn config_file(namespace: &str, informer: Informer) -> PathBuf {
     let path = std::env::temp_dir().join(format!("{}.yaml", control_plane::unique_name("sharded-config")));
+    let shard_by = match informer {
+        Informer::Whole => "",
+        Informer::Sharded => ", shard_by: uid",
+    };
     let yaml = format!(
-        "informers:\n  cms: {{ version: v1, kind: ConfigMap, namespace: {namespace} }}\n\
+        "informers:\n  cms: {{ version: v1, kind: ConfigMap, namespace: {namespace}{shard_by} }}\n\
          queues:\n  {QUEUE}: {{ primary: cms, shard_by: uid }}\n"
     );
     std::fs::write(&path, yaml).unwrap();
@@ -73,6 +80,44 @@ async fn create(cms: &Api<ConfigMap>, range: std::ops::Range<usize>) {
     }
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Informer {
+    /// Lists every object; keys of other replicas' slots are parked.
+    Whole,
+    /// Lists only this replica's slots.
+    Sharded,
+}
+
+/// The objects in each replica's cache.
+async fn cached(replicas: &[&Sidecar]) -> Vec<f64> {
+    let mut counts = Vec::new();
+    for replica in replicas {
+        counts.push(replica.metric(r#"workqueue_sidecar_informer_objects{informer="cms"}"#).await.unwrap_or(-1.0));
+    }
+    counts
+}
+
+/// With a sharded informer, each replica caches exactly the objects whose
+/// keys its worker holds (the local filter keeps only owned slots); with a
+/// whole one, each caches every object.
+async fn check_caches(informer: Informer, tracker: &Tracker, replicas: &[(usize, &Sidecar)], keys: usize) {
+    let shares = shares(tracker);
+    let sidecars: Vec<&Sidecar> = replicas.iter().map(|(_, sidecar)| *sidecar).collect();
+    let expected: Vec<f64> = replicas
+        .iter()
+        .map(|(worker, _)| match informer {
+            Informer::Whole => keys as f64,
+            Informer::Sharded => shares.get(worker).copied().unwrap_or(0) as f64,
+        })
+        .collect();
+    // The cache follows the ownership a moment after the leases do.
+    let started = Instant::now();
+    while cached(&sidecars).await != expected && started.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(cached(&sidecars).await, expected, "{informer:?} informer: objects cached per replica");
+}
+
 /// How many keys each worker holds now.
 fn shares(tracker: &Tracker) -> BTreeMap<usize, usize> {
     let mut shares = BTreeMap::new();
@@ -103,10 +148,20 @@ async fn held_by(tracker: &Tracker, keys: usize, workers: &[usize], what: &str) 
 #[tokio::test]
 #[ignore = "needs a control plane: hack/test runs it with --ignored"]
 async fn k8s_sharded_queue_should_give_each_key_to_one_replica_as_replicas_come_and_go() {
+    replicas_come_and_go(Informer::Whole).await;
+}
+
+#[tokio::test]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
+async fn k8s_sharded_informer_should_cache_only_its_replicas_share_as_replicas_come_and_go() {
+    replicas_come_and_go(Informer::Sharded).await;
+}
+
+async fn replicas_come_and_go(informer: Informer) {
     let client = control_plane::client().await;
     let ns = TestNamespace::create(&client, "sharded").await;
     let cms: Api<ConfigMap> = ns.api();
-    let config = config_file(ns.name());
+    let config = config_file(ns.name(), informer);
     let tracker = Arc::new(Tracker::default());
     create(&cms, 0..OBJECTS).await;
     let mut keys = OBJECTS;
@@ -114,6 +169,7 @@ async fn k8s_sharded_queue_should_give_each_key_to_one_replica_as_replicas_come_
     let r0 = start(ns.name(), &config, "r0");
     spawn_holding_worker(0, r0.endpoint(), QUEUE, tracker.clone());
     held_by(&tracker, keys, &[0], "one replica holds every key").await;
+    check_caches(informer, &tracker, &[(0, &r0)], keys).await;
 
     // Scale to three while objects are created.
     let mut r1 = start(ns.name(), &config, "r1");
@@ -123,6 +179,7 @@ async fn k8s_sharded_queue_should_give_each_key_to_one_replica_as_replicas_come_
     create(&cms, keys..keys + MORE).await;
     keys += MORE;
     held_by(&tracker, keys, &[0, 1, 2], "three replicas share every key").await;
+    check_caches(informer, &tracker, &[(0, &r0), (1, &r1), (2, &r2)], keys).await;
     let moved = r0.metric("workqueue_sidecar_shard_leases_handed_back_total").await.unwrap_or(0.0);
     println!("r0 handed back {moved} leases as r1 and r2 joined");
     assert!(moved > 0.0, "r0 handed keys over as the others joined");
@@ -130,6 +187,7 @@ async fn k8s_sharded_queue_should_give_each_key_to_one_replica_as_replicas_come_
     // r0 dies without a word: its keys wait for its Lease to expire.
     r0.send_signal("KILL");
     held_by(&tracker, keys, &[1, 2], "r0 killed: r1 and r2 took its keys over").await;
+    check_caches(informer, &tracker, &[(1, &r1), (2, &r2)], keys).await;
 
     // r1 leaves cleanly: it hands its slots over without waiting for expiry.
     let left = Instant::now();
@@ -138,9 +196,14 @@ async fn k8s_sharded_queue_should_give_each_key_to_one_replica_as_replicas_come_
     keys += MORE;
     held_by(&tracker, keys, &[2], "r1 leaving: r2 holds every key").await;
     println!("r2 held every key {:.1} s after r1's SIGTERM (r1's grace period is 1 s)", left.elapsed().as_secs_f64());
+    check_caches(informer, &tracker, &[(2, &r2)], keys).await;
     let status = r1.wait(Duration::from_secs(15));
     assert!(status.success(), "{status:?}");
 
+    if informer == Informer::Sharded {
+        // The API server applied the selector: nothing outside it was sent.
+        assert!(!r2.logs().contains("does not filter"), "the server filtered by shardSelector");
+    }
     let _ = std::fs::remove_file(config);
     ns.delete().await;
 }

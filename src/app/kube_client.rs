@@ -4,11 +4,22 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use crate::informer::WatchProgress;
+use crate::informer::{ShardSelectors, WatchProgress};
 
-/// A client from `kubeconfig`, else inferred; the informers' client also
-/// tells `progress` when a watch request is answered.
-pub async fn kube_client(kubeconfig: Option<&Path>, progress: Option<&WatchProgress>) -> anyhow::Result<kube::Client> {
+/// What the informers' client does besides talking to the API server.
+pub struct InformerMiddleware<'a> {
+    /// Told when a watch request is answered.
+    pub progress: &'a WatchProgress,
+    /// Adds the sharded informers' `shardSelector` to their lists and watches.
+    pub selectors: &'a ShardSelectors,
+}
+
+/// A client from `kubeconfig`, else inferred; the informers' client has
+/// their middleware.
+pub async fn kube_client(
+    kubeconfig: Option<&Path>,
+    informers: Option<InformerMiddleware<'_>>,
+) -> anyhow::Result<kube::Client> {
     let config = match kubeconfig {
         Some(path) => {
             let file = kube::config::Kubeconfig::read_from(path)
@@ -20,8 +31,10 @@ pub async fn kube_client(kubeconfig: Option<&Path>, progress: Option<&WatchProgr
         None => kube::Config::infer().await.context("finding a Kubernetes config (give --kubeconfig)")?,
     };
     let builder = kube::client::ClientBuilder::try_from(config).context("building the Kubernetes client")?;
-    Ok(match progress {
-        Some(progress) => builder.with_layer(&progress.layer()).build(),
+    Ok(match informers {
+        Some(InformerMiddleware { progress, selectors }) => {
+            builder.with_layer(&progress.layer()).with_layer(&selectors.layer()).build()
+        }
         None => builder.build(),
     })
 }

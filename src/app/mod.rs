@@ -14,20 +14,21 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tracing::{error, info};
 
-pub use kube_client::kube_client;
+pub use kube_client::{InformerMiddleware, kube_client};
 pub use tasks::Tasks;
 
 use crate::admin::{self, Readiness};
 use crate::config::Config;
 use crate::freshness::Freshness;
 use crate::grpc;
-use crate::informer::{InformerRegistry, InformerWatches, WatchProgress};
+use crate::informer::{InformerRegistry, InformerWatches, ShardSelectors, ShardWatch, WatchProgress};
 use crate::informer::{QueueBinding, ShardBy};
 use crate::leader::{ElectionSettings, Elector, Leadership};
 use crate::metrics::{self, Metrics};
 use crate::objects::ObjectWriter;
 use crate::queue_registry::QueueRegistry;
 use crate::server::{self, Exposure, Listeners};
+use crate::shard::SlotSet;
 use crate::shard_membership::{Membership, MembershipSettings};
 use crate::sharded_queues::{follow_shards, shard_of};
 use crate::tls::{ServingTls, TlsFiles};
@@ -68,8 +69,9 @@ pub struct Sidecar {
     listeners: Listeners,
     admin: Option<TcpListener>,
     election: Option<(ElectionSettings, kube::Client)>,
-    /// This replica's shard membership, when some queue is sharded.
-    membership: Option<Membership>,
+    /// This replica's shard membership, when some queue is sharded, and
+    /// where the slots it owns go for the sharded informers.
+    membership: Option<(Membership, watch::Sender<Option<SlotSet>>)>,
     grace_period: Duration,
 }
 
@@ -88,12 +90,14 @@ impl Sidecar {
             })
             .context("creating the queues")?,
         );
+        let selectors = ShardSelectors::default();
         // Informers only when configured: the standalone mode needs no Kubernetes.
-        let (informers, watches, writer) = if config.informers.is_empty() {
+        let (informers, mut watches, writer) = if config.informers.is_empty() {
             (InformerRegistry::empty(), InformerWatches::none(), None)
         } else {
             let progress = WatchProgress::default();
-            let client = kube_client(kubeconfig.as_deref(), Some(&progress)).await?;
+            let middleware = InformerMiddleware { progress: &progress, selectors: &selectors };
+            let client = kube_client(kubeconfig.as_deref(), Some(middleware)).await?;
             let bindings = bindings.iter().map(|(name, binding)| (name.as_str(), binding));
             let writer = ObjectWriter::new(client.clone(), config.field_manager.clone());
             let (informers, watches) = InformerRegistry::build(client, &config.informers, &queues, bindings)
@@ -105,6 +109,17 @@ impl Sidecar {
         let informers = Arc::new(informers);
         metrics.register_informers(informers.all());
         let membership = shard_queues(&bindings, &queues, &informers, sharding, kubeconfig.as_deref()).await?;
+        let membership = match membership {
+            Some(membership) => {
+                let (owned, owned_rx) = watch::channel(None);
+                watches.shard(ShardWatch { owned: owned_rx, selectors });
+                Some((membership, owned))
+            }
+            None if watches.has_sharded() => {
+                anyhow::bail!("informers set shard_by, but no queue does: shard the queues they feed")
+            }
+            None => None,
+        };
         let election = match election {
             Some(settings) => Some((settings, kube_client(kubeconfig.as_deref(), None).await?)),
             None => None,
@@ -193,10 +208,10 @@ impl Sidecar {
             }
         }
         follow_election(&mut tasks, election, &queues, &metrics, stop_rx.clone());
-        if let Some(membership) = membership {
+        if let Some((membership, owned)) = membership {
             let (events_tx, events) = mpsc::unbounded_channel();
             let (leases_ended, leases_ended_rx) = mpsc::unbounded_channel();
-            let follow = follow_shards(queues.sharded(), events, leases_ended, metrics.shards.clone());
+            let follow = follow_shards(queues.sharded(), owned, events, leases_ended, metrics.shards.clone());
             let stopped = stop_rx.clone();
             // One task: the queues must answer the membership's last revoke
             // while it leaves, after the stop.

@@ -118,12 +118,21 @@ struct QueueDoc {
     shard_by: Option<ShardByDoc>,
 }
 
-/// `shard_by:` as written.
+/// `shard_by:` as written, on a queue or an informer.
 #[derive(Deserialize, Clone, Copy)]
 #[serde(rename_all = "snake_case", expecting = "`uid` or `namespace`")]
-enum ShardByDoc {
+pub(super) enum ShardByDoc {
     Uid,
     Namespace,
+}
+
+impl From<ShardByDoc> for ShardBy {
+    fn from(doc: ShardByDoc) -> ShardBy {
+        match doc {
+            ShardByDoc::Uid => ShardBy::Uid,
+            ShardByDoc::Namespace => ShardBy::Namespace,
+        }
+    }
 }
 
 impl QueueDoc {
@@ -135,10 +144,7 @@ impl QueueDoc {
             predicates: self.predicates.into_iter().map(|p| p.0).collect(),
             priorities: self.priorities.map(PrioritiesDoc::into_priorities).unwrap_or_default(),
             finalizer: self.finalizer,
-            shard_by: self.shard_by.map(|by| match by {
-                ShardByDoc::Uid => ShardBy::Uid,
-                ShardByDoc::Namespace => ShardBy::Namespace,
-            }),
+            shard_by: self.shard_by.map(ShardBy::from),
         };
         let settings = QueueSettings {
             lease_ttl: self.lease_ttl.map_or(default.lease_ttl, |d| d.0),

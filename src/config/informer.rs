@@ -5,9 +5,10 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 
+use super::document::ShardByDoc;
 use super::duration::HumanDuration;
 use super::queue_name;
-use crate::informer::{FieldSelector, IndexBy, IndexSpec, InformerSpec, LabelSelector};
+use crate::informer::{FieldSelector, IndexBy, IndexSpec, InformerSpec, LabelSelector, ShardBy};
 
 /// `informers:`, kept in file order.
 pub(super) struct InformerEntries(pub(super) Vec<InformerSpec>);
@@ -85,6 +86,7 @@ struct InformerDoc {
     resync: Option<HumanDuration>,
     #[serde(default)]
     indexes: Option<IndexEntries>,
+    shard_by: Option<ShardByDoc>,
 }
 
 fn yes() -> bool {
@@ -106,6 +108,7 @@ impl InformerDoc {
             // `resync: 0s` turns it off, as client-go's zero period does.
             resync: self.resync.map(|d| d.0).filter(|d| !d.is_zero()),
             indexes: self.indexes.map(|i| i.0).unwrap_or_default(),
+            shard_by: self.shard_by.map(ShardBy::from),
         }
     }
 }

@@ -36,7 +36,7 @@ use std::path::Path;
 
 pub use error::{ConfigError, Position};
 
-use crate::informer::{InformerSpec, QueueBinding, TriggerMap};
+use crate::informer::{InformerSpec, QueueBinding, ShardBy, TriggerMap};
 use crate::queue::QueueSettings;
 use document::FileDoc;
 
@@ -183,6 +183,7 @@ fn check_binding(queue: &str, binding: &QueueBinding, informers: &[InformerSpec]
         }
         check_finalizer_name(finalizer).map_err(|problem| (field, problem))?;
     }
+    check_sharded_informers(queue, binding, informers)?;
     if primary.is_none() && binding.shard_by.is_some() {
         return Err((
             format!("queues.{queue}.shard_by"),
@@ -194,6 +195,52 @@ fn check_binding(queue: &str, binding: &QueueBinding, informers: &[InformerSpec]
             format!("queues.{queue}.predicates"),
             "predicates filter the primary's updates: set `primary` too".to_owned(),
         ));
+    }
+    Ok(())
+}
+
+/// An informer that lists only this replica's share feeds only queues sharded
+/// alike: its primary shards the queue's keys the same way, and a trigger's
+/// objects fall in their primary's slot only when both go by namespace.
+fn check_sharded_informers(
+    queue: &str,
+    binding: &QueueBinding,
+    informers: &[InformerSpec],
+) -> Result<(), (String, String)> {
+    let shard_by = |name: &str| informers.iter().find(|i| i.name == name).and_then(|i| i.shard_by);
+    let field = |by: ShardBy| match by {
+        ShardBy::Uid => "uid",
+        ShardBy::Namespace => "namespace",
+    };
+    if let Some(primary) = binding.primary.as_deref()
+        && let Some(by) = shard_by(primary)
+        && binding.shard_by != Some(by)
+    {
+        return Err((
+            format!("queues.{queue}.shard_by"),
+            format!(
+                "informer {primary:?} lists only this replica's share by {}: the queue must set `shard_by: {}` too, \
+                 or the informer keep every object",
+                field(by),
+                field(by)
+            ),
+        ));
+    }
+    for (i, trigger) in binding.triggers.iter().enumerate() {
+        if let Some(by) = shard_by(&trigger.informer)
+            && (by != ShardBy::Namespace || binding.shard_by != Some(ShardBy::Namespace))
+        {
+            return Err((
+                format!("queues.{queue}.triggers[{i}]"),
+                format!(
+                    "informer {:?} lists only this replica's share by {}, but a trigger's objects fall in their \
+                     primary's slot only when the informer and the queue both shard by namespace: keep the \
+                     trigger's informer whole",
+                    trigger.informer,
+                    field(by)
+                ),
+            ));
+        }
     }
     Ok(())
 }
@@ -494,6 +541,23 @@ queues:
         assert_eq!(binding.priorities, LanePriorities { initial_list: -50, triggers: 5, ..LanePriorities::default() });
         assert_eq!(binding.informers(), vec!["users", "namespaces", "pods"]);
         assert!(config.queues[1].binding.is_plain());
+    }
+
+    #[test]
+    fn a_sharded_informer_should_feed_only_queues_sharded_alike() {
+        let informers = "informers:\n  u: { version: v1, kind: User, shard_by: uid }\n  n: { version: v1, kind: Namespace, shard_by: namespace }\n  w: { version: v1, kind: Namespace }\n";
+        let ok = format!(
+            "{informers}queues:\n  q: {{ primary: u, shard_by: uid, triggers: [{{ informer: w, by: owner }}] }}\n"
+        );
+        assert!(Config::parse(&ok, FILE).is_ok());
+        let unsharded = format!("{informers}queues:\n  q: {{ primary: u }}\n");
+        let err = parse_err(&unsharded).to_string();
+        assert!(err.contains("queues.q.shard_by: informer \"u\" lists only this replica's share by uid"), "{err}");
+        let by_uid_trigger = format!(
+            "{informers}queues:\n  q: {{ primary: u, shard_by: uid, triggers: [{{ informer: n, by: owner }}] }}\n"
+        );
+        let err = parse_err(&by_uid_trigger).to_string();
+        assert!(err.contains("queues.q.triggers[0]") && err.contains("keep the trigger's informer whole"), "{err}");
     }
 
     #[test]

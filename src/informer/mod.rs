@@ -20,6 +20,7 @@ mod keying;
 mod object;
 mod registry;
 mod selector;
+mod shard_watch;
 mod shared;
 mod spec;
 mod store;
@@ -34,6 +35,7 @@ pub use field_selector::FieldSelector;
 pub use object::{CachedObject, Meta, OwnerRef};
 pub use registry::{InformerRegistry, InformerTask, InformerWatches};
 pub use selector::LabelSelector;
+pub use shard_watch::{ShardSelectors, ShardWatch};
 pub use shared::SharedInformer;
 pub use spec::{
     IndexBy, IndexSpec, IndexValue, InformerSpec, LanePriorities, Predicate, QueueBinding, ShardBy, TriggerMap,

@@ -21,6 +21,7 @@ use tracing::info;
 
 use super::error::{CacheReadError, InformerStartError};
 use super::keying::{Role, Subscriber};
+use super::shard_watch::ShardWatch;
 use super::shared::SharedInformer;
 use super::spec::{InformerSpec, QueueBinding};
 use super::watch;
@@ -51,6 +52,8 @@ pub struct InformerWatches {
     gated: Vec<(Queue, Vec<Arc<SharedInformer>>)>,
     client: Option<Client>,
     watches_opened: Arc<AtomicU64>,
+    /// What the sharded informers follow, when some are.
+    shard: Option<ShardWatch>,
 }
 
 /// One of the informers' futures, for the caller to spawn and own.
@@ -228,7 +231,24 @@ fn writer<'a>(
 impl InformerWatches {
     /// Nothing to watch: the standalone mode.
     pub fn none() -> Self {
-        InformerWatches { writers: Vec::new(), gated: Vec::new(), client: None, watches_opened: Arc::default() }
+        InformerWatches {
+            writers: Vec::new(),
+            gated: Vec::new(),
+            client: None,
+            watches_opened: Arc::default(),
+            shard: None,
+        }
+    }
+
+    /// The informers with `shard_by` list and watch only the slots `shard`
+    /// says this replica owns (without it, they list every object).
+    pub fn shard(&mut self, shard: ShardWatch) {
+        self.shard = Some(shard);
+    }
+
+    /// Whether any informer lists only this replica's shard slots.
+    pub fn has_sharded(&self) -> bool {
+        self.writers.iter().any(|writer| writer.informer().spec().shard_by.is_some())
     }
 
     /// Closes the gates of the informer-fed queues and returns what runs the
@@ -248,7 +268,10 @@ impl InformerWatches {
             tasks.push(InformerTask {
                 name: format!("watch {name}"),
                 runs_until_aborted: true,
-                future: watch::run(writer, client.clone(), streaming).boxed(),
+                future: {
+                    let shard = self.shard.clone().filter(|_| writer.informer().spec().shard_by.is_some());
+                    watch::run(writer, client.clone(), streaming, shard).boxed()
+                },
             });
         }
         for (queue, informers) in self.gated {

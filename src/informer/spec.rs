@@ -30,6 +30,10 @@ pub struct InformerSpec {
     pub resync: Option<Duration>,
     /// Secondary indexes, in file order.
     pub indexes: Vec<IndexSpec>,
+    /// List and watch only the objects of this replica's shard slots, by
+    /// their uid or namespace (`None`: every object). Only for the informers
+    /// of sharded queues, sharded alike.
+    pub shard_by: Option<ShardBy>,
 }
 
 impl InformerSpec {
@@ -47,6 +51,7 @@ impl InformerSpec {
             strip_managed_fields: true,
             resync: None,
             indexes: Vec::new(),
+            shard_by: None,
         }
     }
 

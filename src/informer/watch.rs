@@ -11,14 +11,49 @@ use kube::{Client, Resource};
 use tracing::{debug, info, warn};
 
 use super::backoff::WatchBackoff;
+use super::shard_watch::{ShardFilter, ShardWatch, shard_selector};
 use super::shared::SharedInformer;
 use super::writer::InformerWriter;
+use crate::shard::SlotSet;
 
 /// Runs the informer's watch until the task is aborted. Errors are logged,
 /// mark the informer stale until the next success, and are retried after
 /// [`WatchBackoff`] (500 ms doubling to 5 s). The resync timer, when the
 /// spec has one, runs here too: the writer is this task's alone.
-pub async fn run(mut writer: InformerWriter, client: Client, streaming: bool) {
+///
+/// A sharded informer (`shard`) lists nothing until this replica owns some
+/// slots, then lists and watches those, and starts over, relisting, each
+/// time the owned slots change.
+pub async fn run(mut writer: InformerWriter, client: Client, streaming: bool, shard: Option<ShardWatch>) {
+    let Some(mut shard) = shard else {
+        return watch(&mut writer, client, streaming).await;
+    };
+    let informer = writer.informer().clone();
+    let by = informer.spec().shard_by.expect("a sharded watch is for a sharded informer");
+    let namespace = informer.spec().namespace.as_deref().filter(|_| informer.is_namespaced());
+    let path = DynamicObject::url_path(informer.resource(), namespace);
+    // Owned slots to list: some, and not the ones listed now. Nothing owned
+    // keeps the last selector (nothing is granted anyway).
+    let mut listed = SlotSet::EMPTY;
+    loop {
+        let next = shard.owned.wait_for(|owned| matches!(owned, Some(s) if !s.is_empty() && *s != listed)).await;
+        let owned = match next.map(|owned| *owned) {
+            Ok(owned) => owned.expect("waited for some"),
+            Err(_) => return pending().await, // the sidecar is stopping: it aborts this task
+        };
+        let selector = shard_selector(by, &owned).expect("some slot is owned");
+        info!(informer = %informer.name(), slots = owned.len(), %selector, "listing this replica's shard slots");
+        shard.selectors.set(path.clone(), selector);
+        writer.filter_shards(ShardFilter::new(by, owned));
+        listed = owned;
+        tokio::select! {
+            () = watch(&mut writer, client.clone(), streaming) => return,
+            _ = shard.owned.wait_for(|owned| matches!(owned, Some(s) if !s.is_empty() && *s != listed)) => {}
+        }
+    }
+}
+
+async fn watch(writer: &mut InformerWriter, client: Client, streaming: bool) {
     let informer = writer.informer().clone();
     let spec = informer.spec();
     let mut config = watcher::Config::default();
@@ -43,7 +78,7 @@ pub async fn run(mut writer: InformerWriter, client: Client, streaming: bool) {
     if spec.metadata_only {
         let api: Api<PartialObjectMeta<DynamicObject>> = api(&informer, client);
         let events = watcher::watcher(api, config).backoff(WatchBackoff::new());
-        feed(&mut writer, events, |meta: PartialObjectMeta<DynamicObject>| {
+        feed(writer, events, |meta: PartialObjectMeta<DynamicObject>| {
             // The server sends kind PartialObjectMetadata; the object's own
             // apiVersion and kind are filled in by the informer's shaping.
             DynamicObject { types: None, metadata: meta.metadata, data: serde_json::Value::Object(Default::default()) }
@@ -51,7 +86,7 @@ pub async fn run(mut writer: InformerWriter, client: Client, streaming: bool) {
         .await;
     } else {
         let api: Api<DynamicObject> = api(&informer, client);
-        feed(&mut writer, watcher::watcher(api, config).backoff(WatchBackoff::new()), |o| o).await;
+        feed(writer, watcher::watcher(api, config).backoff(WatchBackoff::new()), |o| o).await;
     }
 }
 

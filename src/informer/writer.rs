@@ -10,6 +10,7 @@ use tracing::warn;
 use super::change::Change;
 use super::keying::{Role, Subscriber};
 use super::object::{CachedObject, Shaping};
+use super::shard_watch::{Kept, ShardFilter};
 use super::shared::SharedInformer;
 use super::spec::InformerSpec;
 
@@ -29,6 +30,8 @@ pub struct InformerWriter {
     phase: Phase,
     /// Queues listening; all subscribed before the watch starts.
     subscribers: Vec<Subscriber>,
+    /// For a sharded informer: the objects it keeps, set by its watch.
+    shard_filter: Option<ShardFilter>,
 }
 
 impl InformerWriter {
@@ -40,6 +43,7 @@ impl InformerWriter {
             shaping,
             phase: Phase::FirstList,
             subscribers: Vec::new(),
+            shard_filter: None,
         }
     }
 
@@ -52,6 +56,29 @@ impl InformerWriter {
         self.subscribers.push(subscriber);
     }
 
+    /// Keeps only the objects `filter` keeps, from the next list on.
+    pub fn filter_shards(&mut self, filter: ShardFilter) {
+        self.shard_filter = Some(filter);
+    }
+
+    /// Whether a listed or applied object belongs in this cache.
+    fn keeps(&mut self, object: &DynamicObject) -> bool {
+        let Some(filter) = &mut self.shard_filter else { return true };
+        let meta = &object.metadata;
+        match filter.keeps(meta.uid.as_deref().unwrap_or(""), meta.namespace.as_deref().unwrap_or("")) {
+            Kept::Yes => true,
+            Kept::OutsideOwned => false,
+            Kept::NotFilteredByServer => {
+                warn!(
+                    informer = %self.informer.name(),
+                    "the API server sent an object outside this replica's shardSelector: it does not filter \
+                     (feature gate ShardedListAndWatch off?), so every object is sent and filtered here"
+                );
+                false
+            }
+        }
+    }
+
     /// A (re)list starts.
     pub fn on_init(&mut self) {
         if self.phase != Phase::FirstList {
@@ -62,6 +89,9 @@ impl InformerWriter {
 
     /// One object of a (re)list.
     pub fn on_listed(&mut self, object: DynamicObject) {
+        if !self.keeps(&object) {
+            return;
+        }
         let Some(new) = self.shape(object) else { return };
         let old = self.informer.store_mut().apply(new.clone());
         match (&old, self.phase == Phase::FirstList) {
@@ -87,6 +117,9 @@ impl InformerWriter {
 
     /// A watch event: created or changed.
     pub fn on_applied(&mut self, object: DynamicObject) {
+        if !self.keeps(&object) {
+            return;
+        }
         let Some(new) = self.shape(object) else { return };
         let old = self.informer.store_mut().apply(new.clone());
         match &old {
@@ -97,6 +130,9 @@ impl InformerWriter {
 
     /// A watch event: deleted; `object` is its final state.
     pub fn on_deleted(&mut self, object: DynamicObject) {
+        if !self.keeps(&object) {
+            return;
+        }
         let Some(last) = self.shape(object) else { return };
         self.informer.store_mut().delete(last.clone(), Instant::now());
         self.deliver(Change::Deleted { last: &last });

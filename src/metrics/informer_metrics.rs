@@ -88,6 +88,17 @@ impl Collector for InformerCollector {
             let labels = InformerLabel { informer: informer.name().to_string() };
             ConstGauge::new(informer.stale_for().as_secs_f64()).encode(stale.encode_family(&labels)?)?;
         }
+        let mut objects = encoder.encode_descriptor(
+            "workqueue_sidecar_informer_objects",
+            "Objects in the informer's cache (for a sharded informer: those of this replica's shard slots)",
+            None,
+            prometheus_client::metrics::MetricType::Gauge,
+        )?;
+        for informer in &self.informers {
+            let labels = InformerLabel { informer: informer.name().to_string() };
+            let count = i64::try_from(informer.len()).unwrap_or(i64::MAX);
+            ConstGauge::new(count).encode(objects.encode_family(&labels)?)?;
+        }
         Ok(())
     }
 }
