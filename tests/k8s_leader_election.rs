@@ -110,6 +110,7 @@ fn spawn_worker(id: usize, endpoint: String, tracker: Arc<Tracker>) -> tokio::ta
             credits: 16,
             lease_ttl: None,
             include_object: false,
+            ack_failures_only: false,
         };
         tx.send(pb::WorkRequest { kind: Some(work_request::Kind::Open(open)) }).await.unwrap();
         let Ok(response) = client.work(ReceiverStream::new(rx)).await else { return };
