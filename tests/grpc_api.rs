@@ -325,6 +325,11 @@ struct StreamWorker {
 }
 
 async fn open_stream(client: &mut Client, queue: &str, credits: u32) -> StreamWorker {
+    open_stream_with(client, queue, credits, false).await
+}
+
+/// Opens a stream; `ack_failures_only` asks that only failed Finishes be answered.
+async fn open_stream_with(client: &mut Client, queue: &str, credits: u32, ack_failures_only: bool) -> StreamWorker {
     let (requests, rx) = mpsc::channel(16);
     let open = work_request::Open {
         queue: queue.into(),
@@ -332,12 +337,15 @@ async fn open_stream(client: &mut Client, queue: &str, credits: u32) -> StreamWo
         credits,
         lease_ttl: None,
         include_object: false,
+        ack_failures_only,
     };
     requests.send(pb::WorkRequest { kind: Some(work_request::Kind::Open(open)) }).await.unwrap();
     let responses = client.work(ReceiverStream::new(rx)).await.unwrap().into_inner();
     let mut worker = StreamWorker { requests, responses };
     match worker.next().await {
-        work_response::Kind::Opened(opened) => assert_eq!(opened.credits, credits),
+        work_response::Kind::Opened(opened) => {
+            assert_eq!((opened.credits, opened.ack_failures_only), (credits, ack_failures_only))
+        }
         other => panic!("expected Opened, got {other:?}"),
     }
     worker
@@ -365,12 +373,16 @@ impl StreamWorker {
     }
 
     async fn finish(&self, lease: &pb::Lease) {
-        let finish = work_request::Finish {
-            key: lease.key.clone(),
-            token: lease.token,
-            outcome: Some(work_request::finish::Outcome::Success(pb::Success {})),
-        };
-        self.send(work_request::Kind::Finish(finish)).await;
+        self.send(work_request::Kind::Finish(success(lease))).await;
+    }
+}
+
+/// A Finish of `lease` with success.
+fn success(lease: &pb::Lease) -> work_request::Finish {
+    work_request::Finish {
+        key: lease.key.clone(),
+        token: lease.token,
+        outcome: Some(work_request::finish::Outcome::Success(pb::Success {})),
     }
 }
 
@@ -404,6 +416,68 @@ async fn work_stream_should_push_leases_within_the_credit_window() {
     match worker.next().await {
         work_response::Kind::Extended(extended) => assert_eq!((extended.code, extended.cancel), (0, false)),
         other => panic!("expected Extended, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_stream_acking_failures_only_should_answer_no_applied_finish_and_keep_leasing() {
+    let mut s = start().await;
+    s.client.add(add("default", &["a", "b", "c"], None)).await.unwrap();
+    let mut worker = open_stream_with(&mut s.client, "default", 1, true).await;
+    let a = worker.next_lease().await;
+    worker.finish(&a).await;
+    // No FinishAck: the next message is the lease the returned credit pays for.
+    let b = worker.next_lease().await;
+    assert_eq!(b.key, "b");
+    // Requeued far enough ahead that b is not leased again during the test.
+    let later = pb::RequeueAfter { delay: Some(prost_types::Duration { seconds: 60, nanos: 0 }) };
+    let requeue = work_request::finish::Outcome::RequeueAfter(later);
+    worker.send(work_request::Kind::Finish(work_request::Finish { outcome: Some(requeue), ..success(&b) })).await;
+    let c = worker.next_lease().await;
+    assert_eq!(c.key, "c", "a requeue is applied too: no ack, and its credit came back");
+    worker.finish(&c).await;
+    // Messages are handled in order, so an ack of c's Finish would come before this Extend's answer.
+    worker.send(work_request::Kind::Extend(work_request::Extend { key: c.key, token: c.token, ttl: None })).await;
+    match worker.next().await {
+        work_response::Kind::Extended(extended) => assert_eq!(extended.code, Code::FailedPrecondition as i32),
+        other => panic!("expected Extended (c is finished), got {other:?}"),
+    }
+    let state = s.client.key_state(key_state("default", "a")).await.unwrap().into_inner();
+    assert_eq!(state.state, pb::KeyState::Absent as i32, "a's unacknowledged Finish was applied");
+}
+
+#[tokio::test]
+async fn a_stream_acking_failures_only_should_still_answer_a_failed_finish() {
+    let mut s = start().await;
+    s.client.add(add("default", &["a", "b"], None)).await.unwrap();
+    let mut worker = open_stream_with(&mut s.client, "default", 1, true).await;
+    let a = worker.next_lease().await;
+    // A stale token: refused, answered with the error, and the credit stays taken.
+    worker.send(work_request::Kind::Finish(work_request::Finish { token: a.token + 1000, ..success(&a) })).await;
+    match worker.next().await {
+        work_response::Kind::FinishAck(ack) => {
+            assert_eq!((ack.key.as_str(), ack.token, ack.code), ("a", a.token + 1000, Code::FailedPrecondition as i32));
+            assert!(!ack.message.is_empty());
+        }
+        other => panic!("expected the FinishAck of the stale Finish, got {other:?}"),
+    }
+    // No outcome: refused with INVALID_ARGUMENT, answered too.
+    worker.send(work_request::Kind::Finish(work_request::Finish { outcome: None, ..success(&a) })).await;
+    match worker.next().await {
+        work_response::Kind::FinishAck(ack) => assert_eq!(ack.code, Code::InvalidArgument as i32),
+        other => panic!("expected the FinishAck of the Finish without outcome, got {other:?}"),
+    }
+    // The real Finish is applied, unanswered, and the next lease flows.
+    worker.finish(&a).await;
+    let b = worker.next_lease().await;
+    assert_eq!(b.key, "b");
+    // Finishing a again (now stale) is answered, as on any stream.
+    worker.finish(&a).await;
+    match worker.next().await {
+        work_response::Kind::FinishAck(ack) => {
+            assert_eq!((ack.token, ack.code), (a.token, Code::FailedPrecondition as i32))
+        }
+        other => panic!("expected the FinishAck of the repeated Finish, got {other:?}"),
     }
 }
 
@@ -463,6 +537,7 @@ async fn work_stream_should_refuse_a_bad_first_message_and_unknown_queue() {
         credits: 1,
         lease_ttl: None,
         include_object: false,
+        ack_failures_only: false,
     };
     tx.send(pb::WorkRequest { kind: Some(work_request::Kind::Open(open)) }).await.unwrap();
     let mut responses = s.client.work(ReceiverStream::new(rx)).await.unwrap().into_inner();

@@ -421,6 +421,7 @@ async fn stream(
         credits,
         lease_ttl: None,
         include_object: false,
+        ack_failures_only: false,
     };
     requests.send(pb::WorkRequest { kind: Some(work_request::Kind::Open(open)) }).await.unwrap();
     let result = client.work(tokio_stream::wrappers::ReceiverStream::new(rx)).await;

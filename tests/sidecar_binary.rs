@@ -35,6 +35,7 @@ async fn stream_worker(
         credits,
         lease_ttl: None,
         include_object: false,
+        ack_failures_only: false,
     };
     tx.send(pb::WorkRequest { kind: Some(work_request::Kind::Open(open)) }).await.unwrap();
     let mut responses = client.work(ReceiverStream::new(rx)).await.unwrap().into_inner();

@@ -104,6 +104,7 @@ async fn open_stream(endpoint: &str, credits: u32) -> Stream {
         credits,
         lease_ttl: None,
         include_object: false,
+        ack_failures_only: false,
     };
     requests.send(pb::WorkRequest { kind: Some(work_request::Kind::Open(open)) }).await.unwrap();
     let mut responses = client.work(ReceiverStream::new(rx)).await.unwrap().into_inner();

@@ -95,6 +95,10 @@ struct Session {
     primary: Option<Arc<SharedInformer>>,
     /// The worker asked for the cached object on its leases.
     include_object: bool,
+    /// The worker asked that only failed Finishes be answered
+    /// (`Open.ack_failures_only`): one message less per lease for a worker
+    /// that only logs a refusal.
+    ack_failures_only: bool,
     finalizers: Option<Arc<DeclaredFinalizers>>,
     tx: mpsc::Sender<Result<pb::WorkResponse, Status>>,
 }
@@ -154,14 +158,25 @@ async fn run(
             lease_ttl: Some(convert::duration(effective_ttl)),
             max_credits: MAX_CREDITS,
             credits: window,
+            ack_failures_only: open.ack_failures_only,
         }),
     )
     .await?;
     debug!(queue = %queue.name(), %holder, window, "work stream opened");
     let primary = informers.and_then(|i| i.primary_of(&open.queue).cloned());
-    let include_object = open.include_object;
-    let mut session =
-        Session { queue, holder, window, ttl, held: HashMap::new(), primary, include_object, finalizers, tx };
+    let (include_object, ack_failures_only) = (open.include_object, open.ack_failures_only);
+    let mut session = Session {
+        queue,
+        holder,
+        window,
+        ttl,
+        held: HashMap::new(),
+        primary,
+        include_object,
+        ack_failures_only,
+        finalizers,
+        tx,
+    };
     session.serve(&mut inbound).await
 }
 
@@ -271,7 +286,7 @@ impl Session {
                 if matches!(result, Ok(()) | Err(ApiError::Queue(QueueError::StaleToken { .. }))) {
                     self.held.remove(&token);
                 }
-                send(&self.tx, finish_ack(key, token.get(), result)).await
+                self.answer_finish(key, token.get(), result).await
             }
         }
     }
@@ -308,7 +323,7 @@ impl Session {
                     return Ok(());
                 }
                 let result = self.finish(&finish);
-                send(&self.tx, finish_ack(finish.key, finish.token, result)).await
+                self.answer_finish(finish.key, finish.token, result).await
             }
             Some(work_request::Kind::Extend(extend)) => {
                 let extended = match self.extend(&extend) {
@@ -332,6 +347,15 @@ impl Session {
             }
             None => Err(Status::invalid_argument("a WorkRequest must set one of open, credit, finish or extend")),
         }
+    }
+
+    /// Sends a Finish's FinishAck, unless it was applied and the worker asked
+    /// to hear only of failures.
+    async fn answer_finish(&self, key: String, token: u64, result: Result<(), ApiError>) -> Result<(), Status> {
+        if self.ack_failures_only && result.is_ok() {
+            return Ok(());
+        }
+        send(&self.tx, finish_ack(key, token, result)).await
     }
 
     fn finish(&mut self, finish: &work_request::Finish) -> Result<(), ApiError> {

@@ -71,6 +71,7 @@ pub fn spawn_holding_worker(
             credits: 1024,
             lease_ttl: None,
             include_object: false,
+            ack_failures_only: false,
         };
         tx.send(pb::WorkRequest { kind: Some(work_request::Kind::Open(open)) }).await.unwrap();
         let Ok(response) = client.work(ReceiverStream::new(rx)).await else { return };

@@ -56,8 +56,11 @@ type session struct {
 	// running counts this session's reconciles that have started and not
 	// yet been finished; Add only under mu while not stopping.
 	running sync.WaitGroup
-	// lostFinishes holds the tokens of lost leases whose Finish was sent: the
-	// sidecar's refusal of them is expected, not worth a warning.
+	// lostFinishes holds the tokens of lost leases whose Finish was sent,
+	// with when it was sent (Unix nanoseconds): the sidecar's refusal of
+	// them is expected, not worth a warning. A lost lease the sidecar still
+	// held gets no answer (acks of applied Finishes are off), so leaseLoop
+	// drops an entry a TTL after its Finish went out.
 	lostFinishes sync.Map
 	// ended closes when serve returns: leaseLoop stops.
 	ended chan struct{}
@@ -154,6 +157,11 @@ func (s *session) open(ctx context.Context) error {
 		Queue:         w.queue.name,
 		Worker:        w.queue.client.worker,
 		IncludeObject: w.cfg.includeObject,
+		// Nothing waits on a Finish's answer: a refusal is only logged
+		// (onFinishAck). So the sidecar answers only those, one message
+		// less per lease; a sidecar older than the field answers them all,
+		// which changes nothing here.
+		AckFailuresOnly: true,
 	}
 	if w.cfg.leaseTTL > 0 {
 		open.LeaseTtl = durationpb.New(w.cfg.leaseTTL)
@@ -311,6 +319,7 @@ func (s *session) leaseLoop() {
 		}
 		s.nextCheck.Store(next)
 		s.mu.Unlock()
+		s.dropUnansweredLostFinishes(now)
 		for _, h := range due {
 			s.extend(h)
 		}
@@ -468,12 +477,25 @@ func (s *session) finish(h *held, o outcome) {
 	}
 }
 
+// dropUnansweredLostFinishes forgets the lost leases whose Finish went out a
+// TTL ago or more and was not refused: the sidecar still held them and
+// applied the Finish, which it does not answer (Open.AckFailuresOnly).
+func (s *session) dropUnansweredLostFinishes(now int64) {
+	ttl := int64(3 * s.extendEvery)
+	s.lostFinishes.Range(func(token, sent any) bool {
+		if now-sent.(int64) >= ttl {
+			s.lostFinishes.Delete(token)
+		}
+		return true
+	})
+}
+
 // finishLost answers a lease that ended without this worker with a Finish
 // all the same: the sidecar refuses it (FAILED_PRECONDITION, nothing changes)
 // and gives the lease's credit back. Every lease gets exactly one Finish, so
 // the sidecar can tell a worker that stopped reading from one that heard.
 func (s *session) finishLost(h *held) {
-	s.lostFinishes.Store(h.token, struct{}{})
+	s.lostFinishes.Store(h.token, time.Now().UnixNano())
 	finish := &workqueuev1.WorkRequest_Finish{Key: h.key, Token: h.token, Outcome: &workqueuev1.WorkRequest_Finish_Retry{
 		Retry: &workqueuev1.Retry{Error: "lease lost before the worker finished"},
 	}}

@@ -2512,8 +2512,21 @@ type WorkRequest_Open struct {
 	// Attach each key's cached object to its lease (Lease.object). Only for
 	// queues with a primary informer; ignored otherwise.
 	IncludeObject bool `protobuf:"varint,5,opt,name=include_object,json=includeObject,proto3" json:"include_object,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Answer only the Finishes that fail. A Finish that fails (a stale
+	// token, an unknown key, a missing or bad outcome) still gets its
+	// FinishAck with the error, and changes nothing; a Finish that was
+	// applied gets no FinishAck at all. The worker gives up the positive
+	// answer: it learns that a Finish was applied only from the absence of
+	// a FinishAck carrying an error, and cannot tell "applied" from "not
+	// answered yet". Credits are unaffected: an applied Finish gives its
+	// lease's credit back as before. For workers that only log a failed
+	// Finish, this saves one message per lease.
+	// Opened.ack_failures_only says whether the sidecar honours it (a
+	// sidecar that predates the field acknowledges every Finish). False,
+	// the default, acknowledges every Finish.
+	AckFailuresOnly bool `protobuf:"varint,6,opt,name=ack_failures_only,json=ackFailuresOnly,proto3" json:"ack_failures_only,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *WorkRequest_Open) Reset() {
@@ -2581,6 +2594,13 @@ func (x *WorkRequest_Open) GetIncludeObject() bool {
 	return false
 }
 
+func (x *WorkRequest_Open) GetAckFailuresOnly() bool {
+	if x != nil {
+		return x.AckFailuresOnly
+	}
+	return false
+}
+
 // Credit raises the window.
 type WorkRequest_Credit struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2629,7 +2649,8 @@ func (x *WorkRequest_Credit) GetCredits() uint32 {
 }
 
 // Finish ends a lease with an outcome, as the unary Finish; answered by
-// FinishAck.
+// FinishAck (only when it fails, on a stream opened with
+// ack_failures_only).
 type WorkRequest_Finish struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The leased key.
@@ -2826,9 +2847,13 @@ type WorkResponse_Opened struct {
 	// it.
 	MaxCredits uint32 `protobuf:"varint,2,opt,name=max_credits,json=maxCredits,proto3" json:"max_credits,omitempty"`
 	// The window in force after Open (Open.credits, capped).
-	Credits       uint32 `protobuf:"varint,3,opt,name=credits,proto3" json:"credits,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Credits uint32 `protobuf:"varint,3,opt,name=credits,proto3" json:"credits,omitempty"`
+	// Only failed Finishes are answered by FinishAck on this stream
+	// (Open.ack_failures_only, honoured). False from a sidecar that
+	// acknowledges every Finish, including one older than the field.
+	AckFailuresOnly bool `protobuf:"varint,4,opt,name=ack_failures_only,json=ackFailuresOnly,proto3" json:"ack_failures_only,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *WorkResponse_Opened) Reset() {
@@ -2882,8 +2907,16 @@ func (x *WorkResponse_Opened) GetCredits() uint32 {
 	return 0
 }
 
+func (x *WorkResponse_Opened) GetAckFailuresOnly() bool {
+	if x != nil {
+		return x.AckFailuresOnly
+	}
+	return false
+}
+
 // FinishAck answers one Finish; an error here ends only that Finish, not
-// the stream.
+// the stream. On a stream opened with ack_failures_only, only a Finish
+// that failed is answered (code is never 0).
 type WorkResponse_FinishAck struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The key of the Finish.
@@ -3276,18 +3309,19 @@ const file_workqueue_v1_workqueue_proto_rawDesc = "" +
 	"\x06holder\x18\t \x01(\tR\x06holder\x12\x14\n" +
 	"\x05dirty\x18\n" +
 	" \x01(\bR\x05dirty\x12A\n" +
-	"\x0esettling_until\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\rsettlingUntil\"\x93\x06\n" +
+	"\x0esettling_until\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\rsettlingUntil\"\xbf\x06\n" +
 	"\vWorkRequest\x124\n" +
 	"\x04open\x18\x01 \x01(\v2\x1e.workqueue.v1.WorkRequest.OpenH\x00R\x04open\x12:\n" +
 	"\x06credit\x18\x02 \x01(\v2 .workqueue.v1.WorkRequest.CreditH\x00R\x06credit\x12:\n" +
 	"\x06finish\x18\x03 \x01(\v2 .workqueue.v1.WorkRequest.FinishH\x00R\x06finish\x12:\n" +
-	"\x06extend\x18\x04 \x01(\v2 .workqueue.v1.WorkRequest.ExtendH\x00R\x06extend\x1a\xad\x01\n" +
+	"\x06extend\x18\x04 \x01(\v2 .workqueue.v1.WorkRequest.ExtendH\x00R\x06extend\x1a\xd9\x01\n" +
 	"\x04Open\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06worker\x18\x02 \x01(\tR\x06worker\x12\x18\n" +
 	"\acredits\x18\x03 \x01(\rR\acredits\x126\n" +
 	"\tlease_ttl\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\x12%\n" +
-	"\x0einclude_object\x18\x05 \x01(\bR\rincludeObject\x1a\"\n" +
+	"\x0einclude_object\x18\x05 \x01(\bR\rincludeObject\x12*\n" +
+	"\x11ack_failures_only\x18\x06 \x01(\bR\x0fackFailuresOnly\x1a\"\n" +
 	"\x06Credit\x12\x18\n" +
 	"\acredits\x18\x01 \x01(\rR\acredits\x1a\xde\x01\n" +
 	"\x06Finish\x12\x10\n" +
@@ -3301,19 +3335,20 @@ const file_workqueue_v1_workqueue_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12+\n" +
 	"\x03ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03ttlB\x06\n" +
-	"\x04kind\"\xed\x06\n" +
+	"\x04kind\"\x9a\a\n" +
 	"\fWorkResponse\x12;\n" +
 	"\x06opened\x18\x01 \x01(\v2!.workqueue.v1.WorkResponse.OpenedH\x00R\x06opened\x12+\n" +
 	"\x05lease\x18\x02 \x01(\v2\x13.workqueue.v1.LeaseH\x00R\x05lease\x12E\n" +
 	"\n" +
 	"finish_ack\x18\x03 \x01(\v2$.workqueue.v1.WorkResponse.FinishAckH\x00R\tfinishAck\x12A\n" +
 	"\bextended\x18\x04 \x01(\v2#.workqueue.v1.WorkResponse.ExtendedH\x00R\bextended\x12;\n" +
-	"\x06cancel\x18\x05 \x01(\v2!.workqueue.v1.WorkResponse.CancelH\x00R\x06cancel\x1a{\n" +
+	"\x06cancel\x18\x05 \x01(\v2!.workqueue.v1.WorkResponse.CancelH\x00R\x06cancel\x1a\xa7\x01\n" +
 	"\x06Opened\x126\n" +
 	"\tlease_ttl\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\x12\x1f\n" +
 	"\vmax_credits\x18\x02 \x01(\rR\n" +
 	"maxCredits\x12\x18\n" +
-	"\acredits\x18\x03 \x01(\rR\acredits\x1aa\n" +
+	"\acredits\x18\x03 \x01(\rR\acredits\x12*\n" +
+	"\x11ack_failures_only\x18\x04 \x01(\bR\x0fackFailuresOnly\x1aa\n" +
 	"\tFinishAck\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x12\n" +

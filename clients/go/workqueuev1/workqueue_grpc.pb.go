@@ -156,7 +156,8 @@ type WorkQueueServiceClient interface {
 	// Finish and Extend travel on the same stream and are answered by FinishAck
 	// and Extended. Their errors (a stale token, say) come back in those
 	// answers and never end the stream. Done is expressed as a Finish with the
-	// outcome the worker wants.
+	// outcome the worker wants. A worker that opens with ack_failures_only is
+	// answered only for the Finishes that fail: no FinishAck means applied.
 	//
 	// When the stream breaks (the worker crashed, the connection dropped, the
 	// client cancelled the call), every lease it still holds goes back to the
@@ -434,7 +435,8 @@ type WorkQueueServiceServer interface {
 	// Finish and Extend travel on the same stream and are answered by FinishAck
 	// and Extended. Their errors (a stale token, say) come back in those
 	// answers and never end the stream. Done is expressed as a Finish with the
-	// outcome the worker wants.
+	// outcome the worker wants. A worker that opens with ack_failures_only is
+	// answered only for the Finishes that fail: no FinishAck means applied.
 	//
 	// When the stream breaks (the worker crashed, the connection dropped, the
 	// client cancelled the call), every lease it still holds goes back to the

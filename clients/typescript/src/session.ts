@@ -129,6 +129,8 @@ export class Session {
           credits: this.window,
           leaseTtl: w.options.leaseTtl === undefined ? undefined : toDuration(w.options.leaseTtl),
           includeObject: w.options.includeObject ?? false,
+          // Every Finish answered, as before the field existed.
+          ackFailuresOnly: false,
         },
       },
     });

@@ -362,18 +362,20 @@ class KeyStateResponse(_message.Message):
 class WorkRequest(_message.Message):
     __slots__ = ("open", "credit", "finish", "extend")
     class Open(_message.Message):
-        __slots__ = ("queue", "worker", "credits", "lease_ttl", "include_object")
+        __slots__ = ("queue", "worker", "credits", "lease_ttl", "include_object", "ack_failures_only")
         QUEUE_FIELD_NUMBER: _ClassVar[int]
         WORKER_FIELD_NUMBER: _ClassVar[int]
         CREDITS_FIELD_NUMBER: _ClassVar[int]
         LEASE_TTL_FIELD_NUMBER: _ClassVar[int]
         INCLUDE_OBJECT_FIELD_NUMBER: _ClassVar[int]
+        ACK_FAILURES_ONLY_FIELD_NUMBER: _ClassVar[int]
         queue: str
         worker: str
         credits: int
         lease_ttl: _duration_pb2.Duration
         include_object: bool
-        def __init__(self, queue: _Optional[str] = ..., worker: _Optional[str] = ..., credits: _Optional[int] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., include_object: _Optional[bool] = ...) -> None: ...
+        ack_failures_only: bool
+        def __init__(self, queue: _Optional[str] = ..., worker: _Optional[str] = ..., credits: _Optional[int] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., include_object: _Optional[bool] = ..., ack_failures_only: _Optional[bool] = ...) -> None: ...
     class Credit(_message.Message):
         __slots__ = ("credits",)
         CREDITS_FIELD_NUMBER: _ClassVar[int]
@@ -414,14 +416,16 @@ class WorkRequest(_message.Message):
 class WorkResponse(_message.Message):
     __slots__ = ("opened", "lease", "finish_ack", "extended", "cancel")
     class Opened(_message.Message):
-        __slots__ = ("lease_ttl", "max_credits", "credits")
+        __slots__ = ("lease_ttl", "max_credits", "credits", "ack_failures_only")
         LEASE_TTL_FIELD_NUMBER: _ClassVar[int]
         MAX_CREDITS_FIELD_NUMBER: _ClassVar[int]
         CREDITS_FIELD_NUMBER: _ClassVar[int]
+        ACK_FAILURES_ONLY_FIELD_NUMBER: _ClassVar[int]
         lease_ttl: _duration_pb2.Duration
         max_credits: int
         credits: int
-        def __init__(self, lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_credits: _Optional[int] = ..., credits: _Optional[int] = ...) -> None: ...
+        ack_failures_only: bool
+        def __init__(self, lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_credits: _Optional[int] = ..., credits: _Optional[int] = ..., ack_failures_only: _Optional[bool] = ...) -> None: ...
     class FinishAck(_message.Message):
         __slots__ = ("key", "token", "code", "message")
         KEY_FIELD_NUMBER: _ClassVar[int]

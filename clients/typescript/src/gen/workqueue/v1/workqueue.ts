@@ -626,6 +626,21 @@ export interface WorkRequest_Open {
    * queues with a primary informer; ignored otherwise.
    */
   includeObject: boolean;
+  /**
+   * Answer only the Finishes that fail. A Finish that fails (a stale
+   * token, an unknown key, a missing or bad outcome) still gets its
+   * FinishAck with the error, and changes nothing; a Finish that was
+   * applied gets no FinishAck at all. The worker gives up the positive
+   * answer: it learns that a Finish was applied only from the absence of
+   * a FinishAck carrying an error, and cannot tell "applied" from "not
+   * answered yet". Credits are unaffected: an applied Finish gives its
+   * lease's credit back as before. For workers that only log a failed
+   * Finish, this saves one message per lease.
+   * Opened.ack_failures_only says whether the sidecar honours it (a
+   * sidecar that predates the field acknowledges every Finish). False,
+   * the default, acknowledges every Finish.
+   */
+  ackFailuresOnly: boolean;
 }
 
 /** Credit raises the window. */
@@ -639,7 +654,8 @@ export interface WorkRequest_Credit {
 
 /**
  * Finish ends a lease with an outcome, as the unary Finish; answered by
- * FinishAck.
+ * FinishAck (only when it fails, on a stream opened with
+ * ack_failures_only).
  */
 export interface WorkRequest_Finish {
   /** The leased key. */
@@ -711,11 +727,18 @@ export interface WorkResponse_Opened {
   maxCredits: number;
   /** The window in force after Open (Open.credits, capped). */
   credits: number;
+  /**
+   * Only failed Finishes are answered by FinishAck on this stream
+   * (Open.ack_failures_only, honoured). False from a sidecar that
+   * acknowledges every Finish, including one older than the field.
+   */
+  ackFailuresOnly: boolean;
 }
 
 /**
  * FinishAck answers one Finish; an error here ends only that Finish, not
- * the stream.
+ * the stream. On a stream opened with ack_failures_only, only a Finish
+ * that failed is answered (code is never 0).
  */
 export interface WorkResponse_FinishAck {
   /** The key of the Finish. */
@@ -3367,7 +3390,7 @@ export const WorkRequest: MessageFns<WorkRequest> = {
 };
 
 function createBaseWorkRequest_Open(): WorkRequest_Open {
-  return { queue: "", worker: "", credits: 0, leaseTtl: undefined, includeObject: false };
+  return { queue: "", worker: "", credits: 0, leaseTtl: undefined, includeObject: false, ackFailuresOnly: false };
 }
 
 export const WorkRequest_Open: MessageFns<WorkRequest_Open> = {
@@ -3386,6 +3409,9 @@ export const WorkRequest_Open: MessageFns<WorkRequest_Open> = {
     }
     if (message.includeObject !== false) {
       writer.uint32(40).bool(message.includeObject);
+    }
+    if (message.ackFailuresOnly !== false) {
+      writer.uint32(48).bool(message.ackFailuresOnly);
     }
     return writer;
   },
@@ -3443,6 +3469,14 @@ export const WorkRequest_Open: MessageFns<WorkRequest_Open> = {
             message.includeObject = reader.bool();
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.ackFailuresOnly = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3467,6 +3501,7 @@ export const WorkRequest_Open: MessageFns<WorkRequest_Open> = {
       ? Duration.fromPartial(object.leaseTtl)
       : undefined;
     message.includeObject = object.includeObject ?? false;
+    message.ackFailuresOnly = object.ackFailuresOnly ?? false;
     return message;
   },
 };
@@ -3866,7 +3901,7 @@ export const WorkResponse: MessageFns<WorkResponse> = {
 };
 
 function createBaseWorkResponse_Opened(): WorkResponse_Opened {
-  return { leaseTtl: undefined, maxCredits: 0, credits: 0 };
+  return { leaseTtl: undefined, maxCredits: 0, credits: 0, ackFailuresOnly: false };
 }
 
 export const WorkResponse_Opened: MessageFns<WorkResponse_Opened> = {
@@ -3879,6 +3914,9 @@ export const WorkResponse_Opened: MessageFns<WorkResponse_Opened> = {
     }
     if (message.credits !== 0) {
       writer.uint32(24).uint32(message.credits);
+    }
+    if (message.ackFailuresOnly !== false) {
+      writer.uint32(32).bool(message.ackFailuresOnly);
     }
     return writer;
   },
@@ -3920,6 +3958,14 @@ export const WorkResponse_Opened: MessageFns<WorkResponse_Opened> = {
             message.credits = reader.uint32();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.ackFailuresOnly = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3942,6 +3988,7 @@ export const WorkResponse_Opened: MessageFns<WorkResponse_Opened> = {
       : undefined;
     message.maxCredits = object.maxCredits ?? 0;
     message.credits = object.credits ?? 0;
+    message.ackFailuresOnly = object.ackFailuresOnly ?? false;
     return message;
   },
 };
@@ -4505,7 +4552,8 @@ export const WorkQueueServiceService = {
    * Finish and Extend travel on the same stream and are answered by FinishAck
    * and Extended. Their errors (a stale token, say) come back in those
    * answers and never end the stream. Done is expressed as a Finish with the
-   * outcome the worker wants.
+   * outcome the worker wants. A worker that opens with ack_failures_only is
+   * answered only for the Finishes that fail: no FinishAck means applied.
    *
    * When the stream breaks (the worker crashed, the connection dropped, the
    * client cancelled the call), every lease it still holds goes back to the
@@ -4636,7 +4684,8 @@ export interface WorkQueueServiceServer extends UntypedServiceImplementation {
    * Finish and Extend travel on the same stream and are answered by FinishAck
    * and Extended. Their errors (a stale token, say) come back in those
    * answers and never end the stream. Done is expressed as a Finish with the
-   * outcome the worker wants.
+   * outcome the worker wants. A worker that opens with ack_failures_only is
+   * answered only for the Finishes that fail: no FinishAck means applied.
    *
    * When the stream breaks (the worker crashed, the connection dropped, the
    * client cancelled the call), every lease it still holds goes back to the
@@ -4915,7 +4964,8 @@ export interface WorkQueueServiceClient extends Client {
    * Finish and Extend travel on the same stream and are answered by FinishAck
    * and Extended. Their errors (a stale token, say) come back in those
    * answers and never end the stream. Done is expressed as a Finish with the
-   * outcome the worker wants.
+   * outcome the worker wants. A worker that opens with ack_failures_only is
+   * answered only for the Finishes that fail: no FinishAck means applied.
    *
    * When the stream breaks (the worker crashed, the connection dropped, the
    * client cancelled the call), every lease it still holds goes back to the
