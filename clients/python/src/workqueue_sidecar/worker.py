@@ -15,6 +15,7 @@ import asyncio
 import inspect
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from dataclasses import dataclass, field
@@ -24,7 +25,6 @@ import grpc
 
 from ._wire import Seconds, from_duration, from_timestamp, seconds, to_duration
 from .errors import from_rpc_error
-from .lease import Lease
 from .objects import Objects
 from .request import Request, Result
 from .v1 import workqueue_pb2 as pb
@@ -255,7 +255,7 @@ class _Stream:
     def _dispatch(self, message: pb.WorkResponse) -> None:
         kind = message.WhichOneof("kind")
         if kind == "lease":
-            self._on_lease(Lease.from_proto(message.lease))
+            self._on_lease(message.lease)
         elif kind == "finish_ack":
             ack = message.finish_ack
             if ack.token in self.lost_finishes:
@@ -292,17 +292,21 @@ class _Stream:
             "working on queue %r as %r: %d at a time, leases of %.3gs", w.queue, w.worker_name, opened.credits, ttl
         )
 
-    def _on_lease(self, lease: Lease) -> None:
+    def _on_lease(self, lease: pb.Lease) -> None:
         self.worked = True
         if self.stopping:
             logger.debug("stopping: %r goes back to the queue at half-close", lease.key)
             return
-        ttl = lease.ttl.total_seconds()
+        ttl = lease.ttl.seconds + lease.ttl.nanos * 1e-9
         if self.extend_every is None and ttl > 0:
             self.extend_every = ttl * EXTEND_FRACTION
-        held = _Held(Request.from_lease(self.worker.queue, lease, self.worker.objects))
-        held.set_deadline(lease.deadline, ttl)
+        held = _Held(Request._from_proto(self.worker.queue, lease, self.worker.objects))
         now = asyncio.get_running_loop().time()
+        left = ttl
+        if lease.HasField("deadline"):
+            deadline = lease.deadline
+            left = min(ttl, deadline.seconds + deadline.nanos * 1e-9 - time.time())
+        held.deadline = held.request._deadline.monotonic = now + left
         if self.extend_every is not None:
             held.next_extend = now + self.extend_every
         self.held[lease.token] = held
