@@ -90,3 +90,37 @@ def test_lease_should_read_deleting() -> None:
     request = Request.from_lease("users", lease)
     assert (request.deleting, request.deletion_timestamp) == (True, datetime(1970, 1, 1, 0, 1, tzinfo=UTC))
     assert (request.lease.queue, request.lease.key, request.lease.token) == ("users", "alice", 3)
+
+
+def test_a_worker_request_should_equal_the_one_made_through_a_lease() -> None:
+    # The worker builds its Request from the wire Lease directly; it must be
+    # what Request.from_lease(Lease.from_proto(...)) makes, field for field.
+    from google.protobuf.timestamp_pb2 import Timestamp
+
+    from workqueue_sidecar import ReasonKind
+
+    message = pb.Lease(
+        key="ns/a",
+        token=9,
+        deadline=Timestamp(seconds=100),
+        ttl=Duration(seconds=30),
+        priority=2,
+        failures=3,
+        reasons=[
+            pb.Reason(kind=pb.REASON_KIND_ADDED, source="users"),
+            pb.Reason(kind=pb.REASON_KIND_ADDED, source="users"),
+            pb.Reason(kind=pb.REASON_KIND_MANUAL, source="by hand", detail="why"),
+            pb.Reason(kind=999),  # type: ignore[arg-type]  # a kind this client does not know
+        ],
+        enqueued_at=Timestamp(seconds=50, nanos=500_000_000),
+        last_error="boom",
+        deleting=True,
+        deletion_timestamp=Timestamp(seconds=60),
+    )
+    direct = Request._from_proto("q", message)
+    assert direct == Request.from_lease("q", Lease.from_proto(message))
+    kinds = [r.kind for r in direct.reasons]
+    assert kinds == [ReasonKind.ADDED, ReasonKind.ADDED, ReasonKind.MANUAL, ReasonKind.UNSPECIFIED]
+    assert (direct.reasons[2].source, direct.reasons[2].detail) == ("by hand", "why")
+    bare = pb.Lease(key="b", token=1)
+    assert Request._from_proto("q", bare) == Request.from_lease("q", Lease.from_proto(bare))

@@ -188,6 +188,39 @@ async def test_a_frozen_sidecar_should_cancel_the_reconcile_at_its_lease_deadlin
     assert cancelled_after[0] < 2.5, f"cancelled {cancelled_after[0]:.2f}s in, the lease was 1s plus one extension"
 
 
+async def test_a_reconcile_after_a_cancelled_one_should_not_see_its_cancellation(start_sidecar: StartSidecar) -> None:
+    # Reconciles run in a pool of concurrency tasks: with one, the task whose
+    # reconcile was cancelled (its lease lost) runs the next ones too, and
+    # they must start uncancelled (Task.cancelling() is what asyncio.timeout
+    # and TaskGroup count on to tell their own cancellations from others').
+    sidecar = start_sidecar(config=SHORT_LEASES)
+    outcomes: list[str] = []
+
+    async def reconcile(request: Request) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        if not outcomes:
+            outcomes.append(f"{request.key} started")
+            time.sleep(1.6)  # the loop blocked past the ttl: the lease is lost
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                outcomes.append(f"{request.key} cancelled")
+                raise
+        outcomes.append(f"{request.key} cancelling={task.cancelling()}")
+        async with asyncio.timeout(5):
+            await asyncio.sleep(0.01)
+
+    async with Client.connect(sidecar.target) as client:
+        await client.add("default", "ns/a")
+        await client.add("default", "ns/b")
+        async with running(client, "default", reconcile, concurrency=1):
+            await eventually(lambda: len(outcomes) == 4, timeout=10)
+            await eventually(lambda: _phase(client, "ns/b", KeyPhase.ABSENT))
+    assert outcomes[:2] == ["ns/a started", "ns/a cancelled"]
+    assert sorted(outcomes[2:]) == ["ns/a cancelling=0", "ns/b cancelling=0"]
+
+
 async def test_sidecar_sigterm_should_cancel_a_running_reconcile(start_sidecar: StartSidecar) -> None:
     sidecar = start_sidecar(args=["--grace-period", "1s"])
     started = asyncio.Event()

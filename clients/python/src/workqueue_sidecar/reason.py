@@ -47,4 +47,19 @@ class Reason:
 
     @classmethod
     def from_proto(cls, message: pb.Reason) -> Reason:
-        return cls(ReasonKind.of(message.kind), message.source, message.detail)
+        # Reasons repeat (an informer's ADDED, a MANUAL add): each lease reuses
+        # the one frozen Reason made for its values, while there are few.
+        values = (message.kind, message.source, message.detail)
+        reason = _SEEN.get(values)
+        if reason is None:
+            reason = cls(ReasonKind.of(values[0]), values[1], values[2])
+            if len(_SEEN) >= _SEEN_MAX:
+                _SEEN.clear()
+            _SEEN[values] = reason
+        return reason
+
+
+#: The Reasons made so far, by their wire values; emptied when it reaches _SEEN_MAX.
+_SEEN: dict[tuple[int, str, str], Reason] = {}
+#: Enough for the kinds times a few informers and add reasons, small in memory.
+_SEEN_MAX = 256

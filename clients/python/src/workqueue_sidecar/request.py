@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ._wire import Seconds, seconds
+from ._wire import Seconds, from_timestamp, seconds
 from .cached_object import CachedObject
 from .lease import Lease
+from .v1 import workqueue_pb2 as pb
 from .objects import LeaseRef, Objects, controller_ref
 from .reason import Reason
 
@@ -44,7 +44,7 @@ class Request:
     deletion_timestamp: datetime | None = None
     #: Writes under this request's lease; None for a Request built by hand.
     _objects: Any = field(default=None, repr=False, compare=False)
-    _cancelled: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+    _cancelled: CancelFlag = field(default_factory=lambda: CancelFlag(), repr=False, compare=False)
     _deadline: LeaseDeadline = field(default_factory=lambda: LeaseDeadline(), repr=False, compare=False)
 
     @property
@@ -116,6 +116,43 @@ class Request:
             deletion_timestamp=lease.deletion_timestamp,
             _objects=None if objects is None else objects.under(LeaseRef(queue, lease.key, lease.token)),
         )
+
+    @classmethod
+    def _from_proto(cls, queue: str, message: pb.Lease, objects: Objects | None = None) -> Request:
+        """``from_lease(queue, Lease.from_proto(message), objects)`` without the Lease between."""
+        key = message.key
+        token = message.token
+        return cls(
+            queue=queue,
+            key=key,
+            reasons=tuple(map(Reason.from_proto, message.reasons)),
+            failures=message.failures,
+            last_error=message.last_error,
+            priority=message.priority,
+            enqueued_at=from_timestamp(message.enqueued_at, message.HasField("enqueued_at")),
+            token=token,
+            object=CachedObject.from_proto(message.object) if message.HasField("object") else None,
+            deleting=message.deleting,
+            deletion_timestamp=from_timestamp(message.deletion_timestamp, message.HasField("deletion_timestamp")),
+            _objects=None if objects is None else objects.under(LeaseRef(queue, key, token)),
+        )
+
+
+class CancelFlag:
+    """Set once the worker asks the reconcile to stop. Set on the event loop's
+    thread and read from any (a SyncClient's reconcile threads): one attribute,
+    so no lock is needed."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
 
 
 @dataclass

@@ -1,10 +1,12 @@
-"""The worker loop behind Client.run: one Work stream, each lease reconciled as a task.
+"""The worker loop behind Client.run: one Work stream, a fixed pool of tasks running the reconciles.
 
 A ``Worker`` keeps one stream open (reopening it with backoff when it breaks);
-a ``_Stream`` is one such stream. Its reader task dispatches what the sidecar
-sends, its writer task is the only one that writes (gRPC allows one write at a
-time), and each lease gets a task that runs the reconcile, extends the lease
-while it runs, and sends the Finish.
+a ``_Stream`` is one such stream. Per stream, not per lease: its reader task
+dispatches what the sidecar sends; its writer task is the only one that
+writes (gRPC allows one write at a time); ``concurrency`` worker tasks take
+leases from one queue and run the reconciles; and one timer handle (the
+stream's tick) sends the extends of every held lease and cancels the
+reconcile of a lease whose deadline passed unextended.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import asyncio
 import inspect
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from dataclasses import dataclass, field
@@ -22,7 +25,6 @@ import grpc
 
 from ._wire import Seconds, from_duration, from_timestamp, seconds, to_duration
 from .errors import from_rpc_error
-from .lease import Lease
 from .objects import Objects
 from .request import Request, Result
 from .v1 import workqueue_pb2 as pb
@@ -52,31 +54,38 @@ class _StreamBroken(Exception):
     """The stream ended without the worker asking; reopen it."""
 
 
-@dataclass
 class _Held:
     """A lease this stream is working on."""
 
-    request: Request
-    #: When the lease ends by this process's monotonic clock (loop.time()),
-    #: unless an extension moves it: past it, the worker stops on the key,
-    #: because the sidecar may already have handed it to another worker.
-    deadline: float = 0.0
-    #: The reconcile's task, once started.
-    task: asyncio.Task[Result | None] | None = None
-    #: Why the lease ended on the sidecar's side (revoked, extend refused): the
-    #: reconcile is cancelled and no Finish is sent.
-    lost: str | None = None
-    #: Why the sidecar asked the worker to stop: the reconcile is cancelled and
-    #: the lease finished with a retry.
-    cancel: str | None = None
-    #: The worker is stopping and gave up waiting: no Finish, the key goes back
-    #: to the queue when the stream closes.
-    abandoned: bool = False
+    __slots__ = ("request", "deadline", "next_extend", "runner", "interrupted", "lost", "cancel", "abandoned")
+
+    def __init__(self, request: Request) -> None:
+        self.request = request
+        #: When the lease ends by this process's monotonic clock (loop.time()),
+        #: unless an extension moves it: past it, the worker stops on the key,
+        #: because the sidecar may already have handed it to another worker.
+        self.deadline = 0.0
+        #: When the stream's tick sends this lease's next Extend (loop.time()).
+        self.next_extend = float("inf")
+        #: The pool task running the reconcile, while it runs.
+        self.runner: asyncio.Task[None] | None = None
+        #: The runner was cancelled for this lease (once: it is uncancelled once).
+        self.interrupted = False
+        #: Why the lease ended on the sidecar's side (revoked, extend refused): the
+        #: reconcile is cancelled and no Finish is sent.
+        self.lost: str | None = None
+        #: Why the sidecar asked the worker to stop: the reconcile is cancelled and
+        #: the lease finished with a retry.
+        self.cancel: str | None = None
+        #: The worker is stopping and gave up waiting: no Finish, the key goes back
+        #: to the queue when the stream closes.
+        self.abandoned = False
 
     def interrupt(self) -> None:
         self.request._cancelled.set()
-        if self.task is not None:
-            self.task.cancel()
+        if self.runner is not None and not self.interrupted:
+            self.interrupted = True
+            self.runner.cancel()
 
     def set_deadline(self, sidecar: datetime | None, ttl: float) -> None:
         """The lease ends at the sidecar's deadline, never later than now + ttl."""
@@ -147,18 +156,29 @@ class _Stream:
     #: off further (a shut-down queue opens streams and ends them at once).
     worked: bool = False
     #: Messages for the writer task; None half-closes. Unbounded, but each held
-    #: lease puts at most one extend per interval and one finish, so it stays
+    #: lease puts at most one extend per tick and one finish, so it stays
     #: within a few messages per credit.
     outbox: asyncio.Queue[pb.WorkRequest | None] = field(default_factory=asyncio.Queue)
+    #: Leases for the pool, in arrival order. Unbounded, but the sidecar sends
+    #: no more leases than the stream's credits, one per pool task.
+    ready: asyncio.Queue[_Held] = field(default_factory=asyncio.Queue)
     held: dict[int, _Held] = field(default_factory=dict)
-    #: The per-lease tasks (reconcile, extend, finish).
-    processes: set[asyncio.Task[None]] = field(default_factory=set)
+    #: The pool: ``concurrency`` tasks, each running one reconcile at a time.
+    pool: list[asyncio.Task[None]] = field(default_factory=list)
+    #: Reconciles running now, and what a graceful stop waits on to reach none.
+    running: int = 0
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
     #: How often held leases are extended; set from Opened.lease_ttl.
     extend_every: float | None = None
+    #: The stream's one timer (see _tick) and when it fires (loop.time()).
+    tick: asyncio.TimerHandle | None = None
+    tick_at: float = float("inf")
     #: Tokens of lost leases whose Finish was sent: the sidecar's refusal of
     #: them is expected, not worth a warning.
     lost_finishes: set[int] = field(default_factory=set)
     stopping: bool = False
+    #: The stream is going away: a cancelled pool task ends instead of moving on.
+    closing: bool = False
     half_closed: bool = False
     call: Any = None
     reader: asyncio.Task[None] | None = None
@@ -178,6 +198,9 @@ class _Stream:
         writer = asyncio.create_task(self._write(), name=f"workqueue {w.queue}: writer")
         self.reader = reader = asyncio.create_task(self._read(), name=f"workqueue {w.queue}: reader")
         stopper = asyncio.create_task(self._stop_when_asked(), name=f"workqueue {w.queue}: stopper")
+        self.pool = [
+            asyncio.create_task(self._work(), name=f"workqueue {w.queue}: worker {i}") for i in range(w.concurrency)
+        ]
         try:
             await asyncio.wait({reader})
             if reader.cancelled():
@@ -185,13 +208,19 @@ class _Stream:
                 return
             reader.result()
         finally:
+            self.closing = True
+            if self.tick is not None:
+                self.tick.cancel()
             for held in self.held.values():
                 held.interrupt()
-            for task in (stopper, reader, *self.processes):
+            for task in (stopper, reader, *self.pool):
                 task.cancel()
             self.call.cancel()
             writer.cancel()
-            await asyncio.gather(writer, stopper, reader, *self.processes, return_exceptions=True)
+            # A reconcile gets UNWIND_TIMEOUT to unwind; one that ignores its
+            # cancellation is left running, and the stream moves on.
+            await asyncio.wait(self.pool, timeout=UNWIND_TIMEOUT)
+            await asyncio.gather(writer, stopper, reader, return_exceptions=True)
 
     def send(self, message: pb.WorkRequest) -> None:
         self.outbox.put_nowait(message)
@@ -225,10 +254,8 @@ class _Stream:
 
     def _dispatch(self, message: pb.WorkResponse) -> None:
         kind = message.WhichOneof("kind")
-        if kind == "opened":
-            self._on_opened(message.opened)
-        elif kind == "lease":
-            self._on_lease(Lease.from_proto(message.lease))
+        if kind == "lease":
+            self._on_lease(message.lease)
         elif kind == "finish_ack":
             ack = message.finish_ack
             if ack.token in self.lost_finishes:
@@ -246,6 +273,8 @@ class _Stream:
                 self._lose(held, cancel.message or "the sidecar revoked the lease")
             else:
                 self._cancel(held, cancel.message or "the sidecar asked to stop")
+        elif kind == "opened":
+            self._on_opened(message.opened)
         else:
             logger.debug("ignoring a work response this client does not know: %s", kind)
 
@@ -263,19 +292,26 @@ class _Stream:
             "working on queue %r as %r: %d at a time, leases of %.3gs", w.queue, w.worker_name, opened.credits, ttl
         )
 
-    def _on_lease(self, lease: Lease) -> None:
+    def _on_lease(self, lease: pb.Lease) -> None:
         self.worked = True
         if self.stopping:
             logger.debug("stopping: %r goes back to the queue at half-close", lease.key)
             return
-        held = _Held(Request.from_lease(self.worker.queue, lease, self.worker.objects))
-        held.set_deadline(lease.deadline, lease.ttl.total_seconds())
+        ttl = lease.ttl.seconds + lease.ttl.nanos * 1e-9
+        if self.extend_every is None and ttl > 0:
+            self.extend_every = ttl * EXTEND_FRACTION
+        held = _Held(Request._from_proto(self.worker.queue, lease, self.worker.objects))
+        now = asyncio.get_running_loop().time()
+        left = ttl
+        if lease.HasField("deadline"):
+            deadline = lease.deadline
+            left = min(ttl, deadline.seconds + deadline.nanos * 1e-9 - time.time())
+        held.deadline = held.request._deadline.monotonic = now + left
+        if self.extend_every is not None:
+            held.next_extend = now + self.extend_every
         self.held[lease.token] = held
-        if self.extend_every is None and lease.ttl.total_seconds() > 0:
-            self.extend_every = lease.ttl.total_seconds() * EXTEND_FRACTION
-        task = asyncio.create_task(self._process(held), name=f"workqueue {self.worker.queue}: {lease.key}")
-        self.processes.add(task)
-        task.add_done_callback(self.processes.discard)
+        self._wake_by(min(held.deadline, now + self._tick_every()))
+        self.ready.put_nowait(held)
 
     def _on_extended(self, extended: pb.WorkResponse.Extended) -> None:
         held = self.held.get(extended.token)
@@ -286,8 +322,51 @@ class _Stream:
             return
         sidecar_deadline = from_timestamp(extended.deadline, extended.HasField("deadline"))
         held.set_deadline(sidecar_deadline, from_duration(extended.ttl).total_seconds())
+        self._wake_by(held.deadline)
         if extended.cancel:
             self._cancel(held, "the sidecar asked to stop (queue shutting down or leadership lost)")
+
+    def _wake_by(self, when: float) -> None:
+        """Makes the stream's tick fire no later than ``when`` (loop.time())."""
+        if when >= self.tick_at or self.closing:
+            return
+        if self.tick is not None:
+            self.tick.cancel()
+        self.tick_at = when
+        self.tick = asyncio.get_running_loop().call_at(when, self._tick)
+
+    def _tick_every(self) -> float:
+        return self.extend_every / 2 if self.extend_every is not None else 1.0
+
+    def _tick(self) -> None:
+        """The stream's one timer, for every held lease: an Extend for each that
+        arrived or was last extended ``extend_every`` ago (so one goes out every
+        third to half of the TTL), and the reconcile of one whose deadline passed
+        unextended (the sidecar froze or is unreachable, or this process was
+        stopped) is cancelled, as the key may be someone else's by now. It then
+        sleeps half of ``extend_every``, or until the earliest deadline sooner."""
+        self.tick = None
+        self.tick_at = float("inf")
+        now = asyncio.get_running_loop().time()
+        every = self.extend_every
+        wake = now + self._tick_every()
+        for held in self.held.values():
+            if held.lost is not None or held.abandoned:
+                continue  # not ours to extend any more
+            if now >= held.deadline:
+                self._lose(held, "the lease deadline passed without an extension")
+                continue
+            if every is not None and now >= held.next_extend:
+                held.next_extend = now + every
+                request = held.request
+                message = pb.WorkRequest()
+                extend = message.extend
+                extend.key = request.key
+                extend.token = request.token
+                self.send(message)
+            wake = min(wake, held.deadline)
+        if self.held:
+            self._wake_by(wake)
 
     def _lose(self, held: _Held, why: str) -> None:
         if held.lost is None:
@@ -301,104 +380,118 @@ class _Stream:
             held.cancel = why
             held.interrupt()
 
-    async def _process(self, held: _Held) -> None:
-        request = held.request
-        if held.expired():
-            # It expired before it could start (read late: this process was
-            # stopped, say): another worker may hold the key by now.
-            self._lose(held, "the lease expired before its reconcile could start")
-            self.held.pop(request.token, None)
-            self.send(pb.WorkRequest(finish=self._lost_finish(held)))
-            return
-        task = held.task = asyncio.create_task(self._reconcile(request))
-        try:
-            loop = asyncio.get_running_loop()
-            while not task.done():
-                if held.lost is not None or held.abandoned:
-                    # Not ours to extend any more: wait for the reconcile to unwind.
-                    await asyncio.wait({task}, timeout=self.extend_every or 1.0)
-                    continue
-                left = held.deadline - loop.time()
-                wait = left if self.extend_every is None else min(self.extend_every, left)
-                await asyncio.wait({task}, timeout=max(wait, 0.0))
-                if task.done() or held.lost is not None or held.abandoned:
-                    continue
-                if loop.time() >= held.deadline:
-                    # No extension arrived in time (the sidecar froze or is
-                    # unreachable): the key may be someone else's by now.
-                    self._lose(held, "the lease deadline passed without an extension")
-                    continue
-                self.send(pb.WorkRequest(extend=pb.WorkRequest.Extend(key=request.key, token=request.token)))
-        except asyncio.CancelledError:
-            # The stream is going away, and its leases with it.
-            held.interrupt()
-            await asyncio.wait({task}, timeout=UNWIND_TIMEOUT)
-            raise
-        finally:
-            self.held.pop(request.token, None)
-        finish = self._outcome(held, task)
-        if finish is not None:
-            self.send(pb.WorkRequest(finish=finish))
+    async def _work(self) -> None:
+        """One of the pool's tasks: takes leases from ``ready`` and reconciles them, one at a time."""
+        me = asyncio.current_task()
+        assert me is not None
+        reconcile = self.worker.reconcile
+        ready = self.ready
+        while True:
+            held = await ready.get()
+            request = held.request
+            if self.stopping or held.abandoned:
+                # Not started: the key goes back when the stream closes.
+                self.held.pop(request.token, None)
+                continue
+            if held.lost is None and held.expired():
+                # It expired before it could start (read late: this process was
+                # stopped, say): another worker may hold the key by now.
+                self._lose(held, "the lease expired before its reconcile could start")
+            if held.lost is not None or held.cancel is not None:
+                # Lost or cancelled before it started: it is not started.
+                self.held.pop(request.token, None)
+                finish = self._finish(held, None, None, cancelled=True)
+                if finish is not None:
+                    self.send(finish)
+                continue
+            held.runner = me
+            self.running += 1
+            result: Result | None = None
+            error: Exception | None = None
+            cancelled = False
+            try:
+                result = await reconcile(request)
+            except asyncio.CancelledError:
+                if self.closing:
+                    raise  # the stream is going away, and its leases with it
+                cancelled = True
+            except Exception as err:
+                error = err
+            finally:
+                held.runner = None
+                self.running -= 1
+                self.held.pop(request.token, None)
+                if held.interrupted:
+                    me.uncancel()  # this lease's cancellation, delivered or swallowed
+                if self.stopping and self.running == 0:
+                    self.idle.set()
+            if self.closing:
+                return
+            finish = self._finish(held, result, error, cancelled)
+            if finish is not None:
+                self.send(finish)
 
-    async def _reconcile(self, request: Request) -> Result | None:
-        return await self.worker.reconcile(request)
-
-    def _outcome(self, held: _Held, task: asyncio.Task[Result | None]) -> pb.WorkRequest.Finish | None:
+    def _finish(
+        self, held: _Held, result: Result | None, error: Exception | None, cancelled: bool
+    ) -> pb.WorkRequest | None:
         """The Finish for a reconcile that ended (a lost lease gets one too, refused by the sidecar,
         which gives its credit back), or None when the worker gave up on it while stopping."""
-        key = held.request.key
-        if held.lost is None and not task.cancelled() and held.expired():
-            # Returned after the deadline, before the worker could cancel it.
+        request = held.request
+        key = request.key
+        if held.lost is None and not cancelled and held.expired():
+            # Returned after the deadline, before the tick could cancel it.
             self._lose(held, "the reconcile returned after the lease deadline; result discarded")
+        message = pb.WorkRequest()
+        finish = message.finish
+        finish.key = key
+        finish.token = request.token
         if held.lost is not None:
-            return self._lost_finish(held)
+            # A lease that ended without this worker: the sidecar refuses its
+            # Finish (FAILED_PRECONDITION, nothing changes) and gives the
+            # lease's credit back. Every lease gets exactly one Finish, so the
+            # sidecar can tell a worker that stopped reading from one that heard.
+            self.lost_finishes.add(request.token)
+            finish.retry.error = f"lease lost: {held.lost}"
+            return message
         if held.abandoned:
             logger.warning("stopping: %r was not finished in time and goes back to the queue", key)
             return None
-        finish = pb.WorkRequest.Finish(key=key, token=held.request.token)
-        if task.cancelled():
+        if cancelled:
             finish.retry.error = f"cancelled: {held.cancel or 'the reconcile was cancelled'}"
-            return finish
-        error = task.exception()
-        if error is not None:
+        elif error is not None:
             logger.error("reconcile of %r failed: %s", key, error, exc_info=error)
             finish.retry.error = str(error) or type(error).__name__
-            return finish
-        result = task.result()
-        if result is not None and not isinstance(result, Result):
+        elif result is None:
+            logger.debug("reconciled %r", key)
+            finish.success.SetInParent()
+        elif not isinstance(result, Result):
             logger.error("reconcile of %r returned %r, not a Result or None", key, result)
             finish.retry.error = f"reconcile returned {type(result).__name__}, not a Result or None"
-        elif result is not None and result.requeue_after is not None:
+        elif result.requeue_after is not None:
             logger.debug("reconciled %r; again in %ss", key, seconds(result.requeue_after))
             finish.requeue_after.delay.CopyFrom(to_duration(result.requeue_after))
         else:
             logger.debug("reconciled %r", key)
             finish.success.SetInParent()
-        return finish
-
-    def _lost_finish(self, held: _Held) -> pb.WorkRequest.Finish:
-        """The Finish of a lease that ended without this worker: the sidecar
-        refuses it (FAILED_PRECONDITION, nothing changes) and gives the lease's
-        credit back. Every lease gets exactly one Finish, so the sidecar can
-        tell a worker that stopped reading from one that heard."""
-        self.lost_finishes.add(held.request.token)
-        finish = pb.WorkRequest.Finish(key=held.request.key, token=held.request.token)
-        finish.retry.error = f"lease lost: {held.lost}"
-        return finish
+        return message
 
     async def _stop_when_asked(self) -> None:
         w = self.worker
         await w.stop.wait()
         self.stopping = True
-        running = set(self.processes)
-        if running:
-            logger.info("stopping: waiting up to %ss for %d reconciles", seconds(w.drain_timeout), len(running))
-            _, pending = await asyncio.wait(running, timeout=seconds(w.drain_timeout))
-            if pending:
+        if self.running:
+            logger.info("stopping: waiting up to %ss for %d reconciles", seconds(w.drain_timeout), self.running)
+            self.idle.clear()
+            try:
+                await asyncio.wait_for(self.idle.wait(), seconds(w.drain_timeout))
+            except TimeoutError:
                 for held in self.held.values():
                     held.abandoned = True
                     held.interrupt()
-                await asyncio.wait(pending, timeout=UNWIND_TIMEOUT)
+                try:
+                    await asyncio.wait_for(self.idle.wait(), UNWIND_TIMEOUT)
+                except TimeoutError:
+                    pass
         self.send_half_close()
         await asyncio.sleep(CLOSE_TIMEOUT)
         if self.reader is not None:
@@ -406,4 +499,3 @@ class _Stream:
 
     def send_half_close(self) -> None:
         self.outbox.put_nowait(None)
-

@@ -1,0 +1,96 @@
+"""The Work stream's session (worker._Stream) driven directly, without a sidecar:
+what its pool tasks and its one timer do with leases in states the real
+sidecar produces only by races."""
+
+from __future__ import annotations
+
+import asyncio
+
+from conftest import eventually
+from workqueue_sidecar import Request
+from workqueue_sidecar.v1 import workqueue_pb2 as pb
+from workqueue_sidecar.worker import Worker, _Held, _Stream
+
+
+def _stream(reconciled: list[str], concurrency: int = 1) -> _Stream:
+    async def reconcile(request: Request) -> None:
+        reconciled.append(request.key)
+
+    worker = Worker(
+        stub=None,
+        queue="q",
+        reconcile=reconcile,
+        concurrency=concurrency,
+        include_object=False,
+        worker_name="test",
+        lease_ttl=None,
+        drain_timeout=1.0,
+        stop=asyncio.Event(),
+    )
+    return _Stream(worker)
+
+
+def _hold(stream: _Stream, key: str, token: int, ttl: float) -> _Held:
+    held = _Held(Request("q", key, token=token))
+    held.set_deadline(None, ttl)
+    stream.held[token] = held
+    return held
+
+
+def _sent(stream: _Stream) -> list[pb.WorkRequest]:
+    messages = []
+    while not stream.outbox.empty():
+        message = stream.outbox.get_nowait()
+        assert message is not None
+        messages.append(message)
+    return messages
+
+
+async def test_a_lease_ended_before_a_pool_task_takes_it_should_not_start() -> None:
+    reconciled: list[str] = []
+    stream = _stream(reconciled)
+    lost = _hold(stream, "ns/lost", 1, ttl=30)
+    lost.lost = "the sidecar revoked the lease"
+    _hold(stream, "ns/expired", 2, ttl=0)  # its deadline is now
+    cancelled = _hold(stream, "ns/cancelled", 3, ttl=30)
+    cancelled.cancel = "the sidecar asked to stop"
+    _hold(stream, "ns/ok", 4, ttl=30)
+    for held in stream.held.values():
+        stream.ready.put_nowait(held)
+    task = asyncio.create_task(stream._work())
+    try:
+        await eventually(lambda: stream.outbox.qsize() == 4, timeout=5)
+    finally:
+        stream.closing = True
+        task.cancel()
+    finishes = [m.finish for m in _sent(stream)]
+    assert reconciled == ["ns/ok"]
+    assert [(f.key, f.WhichOneof("outcome")) for f in finishes] == [
+        ("ns/lost", "retry"),
+        ("ns/expired", "retry"),
+        ("ns/cancelled", "retry"),
+        ("ns/ok", "success"),
+    ]
+    assert finishes[0].retry.error == "lease lost: the sidecar revoked the lease"
+    assert finishes[1].retry.error.startswith("lease lost: the lease expired before")
+    assert finishes[2].retry.error == "cancelled: the sidecar asked to stop"
+    assert not stream.held
+    assert stream.lost_finishes == {1, 2}
+
+
+async def test_the_tick_should_extend_due_leases_and_lose_those_past_their_deadline() -> None:
+    stream = _stream([])
+    stream.extend_every = 0.2
+    due = _hold(stream, "ns/due", 1, ttl=0.6)
+    due.next_extend = 0.0
+    _hold(stream, "ns/not-due", 2, ttl=0.6).next_extend = float("inf")
+    past = _hold(stream, "ns/past", 3, ttl=0)
+    stream._tick()
+    assert [(m.extend.key, m.extend.token) for m in _sent(stream)] == [("ns/due", 1)]
+    assert past.lost == "the lease deadline passed without an extension" and past.request.cancelled()
+    assert due.lost is None and not due.request.cancelled()
+    # It sleeps a sixth of the ttl (half of extend_every), or less when a deadline comes sooner.
+    assert stream.tick is not None
+    assert 0 < stream.tick_at - asyncio.get_running_loop().time() <= 0.1
+    stream.closing = True
+    stream.tick.cancel()
