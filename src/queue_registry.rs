@@ -1,13 +1,14 @@
 //! The sidecar's named queues, built once from the config and looked up by name.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tracing::warn;
 
 use crate::leader::{Leadership, NOT_LEADER};
 use crate::queue::{DrainReport, NoObserver, QueueObserver, QueueSettings, SettingsError, WorkQueue};
+use crate::shard::ShardView;
 
 /// Keys on the wire are strings (`namespace/name`); the queue keeps them as
 /// `Arc<str>` so that storing a key twice or handing it out costs a
@@ -19,6 +20,8 @@ pub struct QueueRegistry {
     queues: HashMap<String, Queue>,
     /// Names in config order, for listings and orderly shutdown.
     names: Vec<String>,
+    /// Who owns which shard slot, once this replica is in a shard group.
+    shard_view: OnceLock<ShardView>,
 }
 
 /// A queue that could not be created: one of its settings is unusable.
@@ -41,7 +44,7 @@ impl QueueRegistry {
         queues: impl IntoIterator<Item = (String, QueueSettings)>,
         observer_for: impl Fn(&str) -> Arc<dyn QueueObserver>,
     ) -> Result<Self, QueueCreateError> {
-        let mut registry = QueueRegistry { queues: HashMap::new(), names: Vec::new() };
+        let mut registry = QueueRegistry { queues: HashMap::new(), names: Vec::new(), shard_view: OnceLock::new() };
         for (name, settings) in queues {
             let queue = WorkQueue::with_observer(name.as_str(), settings, observer_for(&name))
                 .map_err(|source| QueueCreateError { queue: name.clone(), source })?;
@@ -75,6 +78,16 @@ impl QueueRegistry {
         for queue in self.queues.values().filter(|queue| !queue.is_sharded()) {
             queue.set_hold(NOT_LEADER, true);
         }
+    }
+
+    /// Tells `KeyState` who owns which slot (set once, with the membership).
+    pub fn follow_shard_view(&self, view: ShardView) {
+        let _ = self.shard_view.set(view);
+    }
+
+    /// Who owns which shard slot, when this replica is in a shard group.
+    pub fn shard_view(&self) -> Option<&ShardView> {
+        self.shard_view.get()
     }
 
     /// The queues whose keys replicas share by shard slot.

@@ -29,7 +29,7 @@ use tracing::{debug, info, warn};
 
 use crate::shard::{
     Effect, Grant, LeaseRecord, LeaseVersion, Member, MemberId, ObservedLease, ShardSettings, ShardSettingsError,
-    SlotSet, Snapshot,
+    ShardView, SlotSet, Snapshot,
 };
 
 /// Selects the Leases of one group.
@@ -102,6 +102,8 @@ pub struct Membership {
     /// Our Lease's resourceVersion as last written, for the next replace.
     own_version: Option<String>,
     last_grant: Option<Grant>,
+    /// Who owns which slot, for `KeyState`; republished when the members change.
+    view: ShardView,
 }
 
 impl Membership {
@@ -116,7 +118,15 @@ impl Membership {
         let api = Api::namespaced(client, &settings.namespace);
         let lease_name = format!("{}-{}", settings.group, settings.identity);
         let member = Member::new(Arc::from(settings.identity.as_str()), settings.timings);
-        Ok(Membership { api, settings, lease_name, member, own_version: None, last_grant: None })
+        Ok(Membership {
+            api,
+            settings,
+            lease_name,
+            member,
+            own_version: None,
+            last_grant: None,
+            view: ShardView::default(),
+        })
     }
 
     /// Takes part until `stop` turns true, then leaves: revokes everything,
@@ -171,10 +181,19 @@ impl Membership {
         }
     }
 
+    /// Who owns which slot as this replica reads the group's Leases.
+    pub fn view(&self) -> ShardView {
+        self.view.clone()
+    }
+
     /// Reads every Lease of the group, then writes ours if due.
     async fn round(&mut self) -> Result<(), RoundError> {
         let snapshot = self.read().await?;
+        let members = self.member.view().to_vec();
         self.member.observe(&snapshot, Instant::now());
+        if self.member.view() != members.as_slice() {
+            self.view.publish(self.member.assignment().clone());
+        }
         self.write_if_due().await
     }
 

@@ -24,6 +24,7 @@ use kube::Api;
 use kube::api::PostParams;
 use sidecar::Sidecar;
 use support::control_plane::{self, TestNamespace};
+use workqueue_sidecar::grpc::pb;
 
 /// Objects at the start; more are created while replicas join and leave.
 const OBJECTS: usize = 120;
@@ -118,6 +119,29 @@ async fn check_caches(informer: Informer, tracker: &Tracker, replicas: &[(usize,
     assert_eq!(cached(&sidecars).await, expected, "{informer:?} informer: objects cached per replica");
 }
 
+/// Every replica's `KeyState` says, for a few keys, that the replica whose
+/// worker holds the key owns its slot, and only that one grants it. With a
+/// sharded informer, the other replicas do not cache the key's object, so
+/// they know its slot (by uid) only from a tombstone it left when their
+/// slots moved.
+async fn check_key_states(informer: Informer, tracker: &Tracker, replicas: &[(usize, &Sidecar)]) {
+    let holders = tracker.holders();
+    for (key, holder) in holders.iter().take(8) {
+        for (worker, replica) in replicas {
+            let request = pb::KeyStateRequest { queue: QUEUE.into(), key: key.clone() };
+            let state = replica.client().await.key_state(request).await.unwrap().into_inner();
+            let shard = state.shard.expect("a sharded queue's key has a shard place");
+            assert_eq!(shard.granted_here, worker == holder, "{key}, asked of r{worker}");
+            if worker != holder && informer == Informer::Sharded && shard.slot.is_none() {
+                assert_eq!(shard.owner, "", "{key}, asked of r{worker}: no slot, no owner");
+                continue;
+            }
+            assert!(shard.slot.is_some_and(|slot| slot < 4096), "{key}: {shard:?}");
+            assert_eq!(shard.owner, format!("r{holder}"), "{key}, asked of r{worker}");
+        }
+    }
+}
+
 /// How many keys each worker holds now.
 fn shares(tracker: &Tracker) -> BTreeMap<usize, usize> {
     let mut shares = BTreeMap::new();
@@ -180,6 +204,7 @@ async fn replicas_come_and_go(informer: Informer) {
     keys += MORE;
     held_by(&tracker, keys, &[0, 1, 2], "three replicas share every key").await;
     check_caches(informer, &tracker, &[(0, &r0), (1, &r1), (2, &r2)], keys).await;
+    check_key_states(informer, &tracker, &[(0, &r0), (1, &r1), (2, &r2)]).await;
     let moved = r0.metric("workqueue_sidecar_shard_leases_handed_back_total").await.unwrap_or(0.0);
     println!("r0 handed back {moved} leases as r1 and r2 joined");
     assert!(moved > 0.0, "r0 handed keys over as the others joined");

@@ -111,6 +111,7 @@ impl Sidecar {
         let membership = shard_queues(&bindings, &queues, &informers, sharding, kubeconfig.as_deref()).await?;
         let membership = match membership {
             Some(membership) => {
+                queues.follow_shard_view(membership.view());
                 let (owned, owned_rx) = watch::channel(None);
                 watches.shard(ShardWatch { owned: owned_rx, selectors });
                 Some((membership, owned))

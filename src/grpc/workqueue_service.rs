@@ -208,7 +208,15 @@ impl WorkQueueService for WorkQueueApi {
         let req = request.into_inner();
         let queue = self.queue(&req.queue)?;
         let key = validate::key("key", &req.key)?;
-        Ok(Response::new(convert::key_state(queue.key_status(key))))
+        let mut state = convert::key_state(queue.key_status(key));
+        state.shard = queue.shard_slot_of(&Arc::from(key)).map(|slot| pb::ShardPlace {
+            slot: slot.and_then(|slot| u32::try_from(slot.index()).ok()),
+            owner: slot
+                .and_then(|slot| self.queues.shard_view()?.owner(slot))
+                .map_or_else(String::new, |owner| owner.to_string()),
+            granted_here: slot.is_some_and(|slot| queue.owns_shard(slot)),
+        });
+        Ok(Response::new(state))
     }
 
     type WorkStream = WorkStream;

@@ -194,6 +194,17 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         self.with_state(|state, now| state.set_owned_shards(Some(owned), now))
     }
 
+    /// The shard slot of `key` for a sharded queue (`Some(None)`: not known),
+    /// `None` when the queue is not sharded.
+    pub fn shard_slot_of(&self, key: &K) -> Option<Option<ShardSlot>> {
+        self.shared.shard_of.get().map(|shard_of| shard_of(key))
+    }
+
+    /// Whether this queue grants keys of `slot` now.
+    pub fn owns_shard(&self, slot: ShardSlot) -> bool {
+        self.shared.state.lock().owns_shard(slot)
+    }
+
     /// Whether `shard_keys_by` sharded the queue.
     pub fn is_sharded(&self) -> bool {
         self.shared.shard_of.get().is_some()

@@ -175,6 +175,11 @@ impl Member {
         &self.view
     }
 
+    /// The assignment of the live members as last read.
+    pub fn assignment(&self) -> &Assignment {
+        &self.assignment
+    }
+
     /// The slots the assignment of the current view gives this member.
     pub fn assigned(&self) -> SlotSet {
         self.mine

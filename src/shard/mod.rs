@@ -14,6 +14,7 @@ mod member;
 mod observation;
 mod settings;
 mod slot;
+mod view;
 
 #[cfg(test)]
 mod member_tests;
@@ -26,3 +27,4 @@ pub use member::{Effect, Grant, LeaseWrite, Member};
 pub use observation::{LeaseRecord, LeaseVersion, MemberId, ObservedLease, Snapshot};
 pub use settings::{ShardSettings, ShardSettingsError};
 pub use slot::{HashRange, SLOT_BITS, SLOTS, Slot, SlotParseError, SlotSet};
+pub use view::ShardView;

@@ -2125,6 +2125,9 @@ type KeyStateResponse struct {
 	// writes; it is queued (or forgotten) then at the latest. dirty, priority
 	// and reasons tell what happens next, as for HELD.
 	SettlingUntil *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=settling_until,json=settlingUntil,proto3" json:"settling_until,omitempty"`
+	// Set for a queue whose keys the replicas of a shard group share
+	// (shard_by in the config): which slot the key falls in and who owns it.
+	Shard         *ShardPlace `protobuf:"bytes,12,opt,name=shard,proto3" json:"shard,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2236,6 +2239,83 @@ func (x *KeyStateResponse) GetSettlingUntil() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *KeyStateResponse) GetShard() *ShardPlace {
+	if x != nil {
+		return x.Shard
+	}
+	return nil
+}
+
+// ShardPlace says where a key of a sharded queue belongs.
+type ShardPlace struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key's shard slot, 0 to 4095 (the top 12 bits of the FNV-1a hash of
+	// its object's uid or namespace). Unset when not known: sharded by uid,
+	// the key's object is neither in this replica's cache nor among its
+	// tombstones, and the key is not granted until it is.
+	Slot *uint32 `protobuf:"varint,1,opt,name=slot,proto3,oneof" json:"slot,omitempty"`
+	// The replica (its identity) that the assignment of the live members, as
+	// this replica last read their Leases, gives the slot to. Empty when the
+	// slot is not known or no member is live. During a handover the slot may
+	// still be drained by its previous owner.
+	Owner string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	// Whether this replica grants the key now (it holds the slot).
+	GrantedHere   bool `protobuf:"varint,3,opt,name=granted_here,json=grantedHere,proto3" json:"granted_here,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardPlace) Reset() {
+	*x = ShardPlace{}
+	mi := &file_workqueue_v1_workqueue_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardPlace) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardPlace) ProtoMessage() {}
+
+func (x *ShardPlace) ProtoReflect() protoreflect.Message {
+	mi := &file_workqueue_v1_workqueue_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardPlace.ProtoReflect.Descriptor instead.
+func (*ShardPlace) Descriptor() ([]byte, []int) {
+	return file_workqueue_v1_workqueue_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ShardPlace) GetSlot() uint32 {
+	if x != nil && x.Slot != nil {
+		return *x.Slot
+	}
+	return 0
+}
+
+func (x *ShardPlace) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *ShardPlace) GetGrantedHere() bool {
+	if x != nil {
+		return x.GrantedHere
+	}
+	return false
+}
+
 // WorkRequest is one message from a worker on its Work stream.
 type WorkRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2254,7 +2334,7 @@ type WorkRequest struct {
 
 func (x *WorkRequest) Reset() {
 	*x = WorkRequest{}
-	mi := &file_workqueue_v1_workqueue_proto_msgTypes[31]
+	mi := &file_workqueue_v1_workqueue_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2266,7 +2346,7 @@ func (x *WorkRequest) String() string {
 func (*WorkRequest) ProtoMessage() {}
 
 func (x *WorkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_workqueue_v1_workqueue_proto_msgTypes[31]
+	mi := &file_workqueue_v1_workqueue_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2279,7 +2359,7 @@ func (x *WorkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkRequest.ProtoReflect.Descriptor instead.
 func (*WorkRequest) Descriptor() ([]byte, []int) {
-	return file_workqueue_v1_workqueue_proto_rawDescGZIP(), []int{31}
+	return file_workqueue_v1_workqueue_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WorkRequest) GetKind() isWorkRequest_Kind {
@@ -2376,7 +2456,7 @@ type WorkResponse struct {
 
 func (x *WorkResponse) Reset() {
 	*x = WorkResponse{}
-	mi := &file_workqueue_v1_workqueue_proto_msgTypes[32]
+	mi := &file_workqueue_v1_workqueue_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2388,7 +2468,7 @@ func (x *WorkResponse) String() string {
 func (*WorkResponse) ProtoMessage() {}
 
 func (x *WorkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_workqueue_v1_workqueue_proto_msgTypes[32]
+	mi := &file_workqueue_v1_workqueue_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2401,7 +2481,7 @@ func (x *WorkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkResponse.ProtoReflect.Descriptor instead.
 func (*WorkResponse) Descriptor() ([]byte, []int) {
-	return file_workqueue_v1_workqueue_proto_rawDescGZIP(), []int{32}
+	return file_workqueue_v1_workqueue_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *WorkResponse) GetKind() isWorkResponse_Kind {
@@ -2531,7 +2611,7 @@ type WorkRequest_Open struct {
 
 func (x *WorkRequest_Open) Reset() {
 	*x = WorkRequest_Open{}
-	mi := &file_workqueue_v1_workqueue_proto_msgTypes[33]
+	mi := &file_workqueue_v1_workqueue_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2543,7 +2623,7 @@ func (x *WorkRequest_Open) String() string {
 func (*WorkRequest_Open) ProtoMessage() {}
 
 func (x *WorkRequest_Open) ProtoReflect() protoreflect.Message {
-	mi := &file_workqueue_v1_workqueue_proto_msgTypes[33]
+	mi := &file_workqueue_v1_workqueue_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2556,7 +2636,7 @@ func (x *WorkRequest_Open) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkRequest_Open.ProtoReflect.Descriptor instead.
 func (*WorkRequest_Open) Descriptor() ([]byte, []int) {
-	return file_workqueue_v1_workqueue_proto_rawDescGZIP(), []int{31, 0}
+	return file_workqueue_v1_workqueue_proto_rawDescGZIP(), []int{32, 0}
 }
 
 func (x *WorkRequest_Open) GetQueue() string {
@@ -2613,7 +2693,7 @@ type WorkRequest_Credit struct {
 
 func (x *WorkRequest_Credit) Reset() {
 	*x = WorkRequest_Credit{}
-	mi := &file_workqueue_v1_workqueue_proto_msgTypes[34]
+	mi := &file_workqueue_v1_workqueue_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2625,7 +2705,7 @@ func (x *WorkRequest_Credit) String() string {
 func (*WorkRequest_Credit) ProtoMessage() {}
 
 func (x *WorkRequest_Credit) ProtoReflect() protoreflect.Message {
-	mi := &file_workqueue_v1_workqueue_proto_msgTypes[34]
+	mi := &file_workqueue_v1_workqueue_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2638,7 +2718,7 @@ func (x *WorkRequest_Credit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkRequest_Credit.ProtoReflect.Descriptor instead.
 func (*WorkRequest_Credit) Descriptor() ([]byte, []int) {
-	return file_workqueue_v1_workqueue_proto_rawDescGZIP(), []int{31, 1}
+	return file_workqueue_v1_workqueue_proto_rawDescGZIP(), []int{32, 1}
 }
 
 func (x *WorkRequest_Credit) GetCredits() uint32 {
@@ -2671,7 +2751,7 @@ type WorkRequest_Finish struct {
 
 func (x *WorkRequest_Finish) Reset() {
 	*x = WorkRequest_Finish{}
-	mi := &file_workqueue_v1_workqueue_proto_msgTypes[35]
+	mi := &file_workqueue_v1_workqueue_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2683,7 +2763,7 @@ func (x *WorkRequest_Finish) String() string {
 func (*WorkRequest_Finish) ProtoMessage() {}
 
 func (x *WorkRequest_Finish) ProtoReflect() protoreflect.Message {
-	mi := &file_workqueue_v1_workqueue_proto_msgTypes[35]
+	mi := &file_workqueue_v1_workqueue_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2696,7 +2776,7 @@ func (x *WorkRequest_Finish) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkRequest_Finish.ProtoReflect.Descriptor instead.
 func (*WorkRequest_Finish) Descriptor() ([]byte, []int) {
-	return file_workqueue_v1_workqueue_proto_rawDescGZIP(), []int{31, 2}
+	return file_workqueue_v1_workqueue_proto_rawDescGZIP(), []int{32, 2}
 }
 
 func (x *WorkRequest_Finish) GetKey() string {
@@ -2789,7 +2869,7 @@ type WorkRequest_Extend struct {
 
 func (x *WorkRequest_Extend) Reset() {
 	*x = WorkRequest_Extend{}
-	mi := &file_workqueue_v1_workqueue_proto_msgTypes[36]
+	mi := &file_workqueue_v1_workqueue_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2801,7 +2881,7 @@ func (x *WorkRequest_Extend) String() string {
 func (*WorkRequest_Extend) ProtoMessage() {}
 
 func (x *WorkRequest_Extend) ProtoReflect() protoreflect.Message {
-	mi := &file_workqueue_v1_workqueue_proto_msgTypes[36]
+	mi := &file_workqueue_v1_workqueue_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2814,7 +2894,7 @@ func (x *WorkRequest_Extend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkRequest_Extend.ProtoReflect.Descriptor instead.
 func (*WorkRequest_Extend) Descriptor() ([]byte, []int) {
-	return file_workqueue_v1_workqueue_proto_rawDescGZIP(), []int{31, 3}
+	return file_workqueue_v1_workqueue_proto_rawDescGZIP(), []int{32, 3}
 }
 
 func (x *WorkRequest_Extend) GetKey() string {
@@ -2858,7 +2938,7 @@ type WorkResponse_Opened struct {
 
 func (x *WorkResponse_Opened) Reset() {
 	*x = WorkResponse_Opened{}
-	mi := &file_workqueue_v1_workqueue_proto_msgTypes[37]
+	mi := &file_workqueue_v1_workqueue_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2870,7 +2950,7 @@ func (x *WorkResponse_Opened) String() string {
 func (*WorkResponse_Opened) ProtoMessage() {}
 
 func (x *WorkResponse_Opened) ProtoReflect() protoreflect.Message {
-	mi := &file_workqueue_v1_workqueue_proto_msgTypes[37]
+	mi := &file_workqueue_v1_workqueue_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2883,7 +2963,7 @@ func (x *WorkResponse_Opened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkResponse_Opened.ProtoReflect.Descriptor instead.
 func (*WorkResponse_Opened) Descriptor() ([]byte, []int) {
-	return file_workqueue_v1_workqueue_proto_rawDescGZIP(), []int{32, 0}
+	return file_workqueue_v1_workqueue_proto_rawDescGZIP(), []int{33, 0}
 }
 
 func (x *WorkResponse_Opened) GetLeaseTtl() *durationpb.Duration {
@@ -2935,7 +3015,7 @@ type WorkResponse_FinishAck struct {
 
 func (x *WorkResponse_FinishAck) Reset() {
 	*x = WorkResponse_FinishAck{}
-	mi := &file_workqueue_v1_workqueue_proto_msgTypes[38]
+	mi := &file_workqueue_v1_workqueue_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2947,7 +3027,7 @@ func (x *WorkResponse_FinishAck) String() string {
 func (*WorkResponse_FinishAck) ProtoMessage() {}
 
 func (x *WorkResponse_FinishAck) ProtoReflect() protoreflect.Message {
-	mi := &file_workqueue_v1_workqueue_proto_msgTypes[38]
+	mi := &file_workqueue_v1_workqueue_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2960,7 +3040,7 @@ func (x *WorkResponse_FinishAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkResponse_FinishAck.ProtoReflect.Descriptor instead.
 func (*WorkResponse_FinishAck) Descriptor() ([]byte, []int) {
-	return file_workqueue_v1_workqueue_proto_rawDescGZIP(), []int{32, 1}
+	return file_workqueue_v1_workqueue_proto_rawDescGZIP(), []int{33, 1}
 }
 
 func (x *WorkResponse_FinishAck) GetKey() string {
@@ -3018,7 +3098,7 @@ type WorkResponse_Extended struct {
 
 func (x *WorkResponse_Extended) Reset() {
 	*x = WorkResponse_Extended{}
-	mi := &file_workqueue_v1_workqueue_proto_msgTypes[39]
+	mi := &file_workqueue_v1_workqueue_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3030,7 +3110,7 @@ func (x *WorkResponse_Extended) String() string {
 func (*WorkResponse_Extended) ProtoMessage() {}
 
 func (x *WorkResponse_Extended) ProtoReflect() protoreflect.Message {
-	mi := &file_workqueue_v1_workqueue_proto_msgTypes[39]
+	mi := &file_workqueue_v1_workqueue_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3043,7 +3123,7 @@ func (x *WorkResponse_Extended) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkResponse_Extended.ProtoReflect.Descriptor instead.
 func (*WorkResponse_Extended) Descriptor() ([]byte, []int) {
-	return file_workqueue_v1_workqueue_proto_rawDescGZIP(), []int{32, 2}
+	return file_workqueue_v1_workqueue_proto_rawDescGZIP(), []int{33, 2}
 }
 
 func (x *WorkResponse_Extended) GetKey() string {
@@ -3116,7 +3196,7 @@ type WorkResponse_Cancel struct {
 
 func (x *WorkResponse_Cancel) Reset() {
 	*x = WorkResponse_Cancel{}
-	mi := &file_workqueue_v1_workqueue_proto_msgTypes[40]
+	mi := &file_workqueue_v1_workqueue_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3128,7 +3208,7 @@ func (x *WorkResponse_Cancel) String() string {
 func (*WorkResponse_Cancel) ProtoMessage() {}
 
 func (x *WorkResponse_Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_workqueue_v1_workqueue_proto_msgTypes[40]
+	mi := &file_workqueue_v1_workqueue_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3141,7 +3221,7 @@ func (x *WorkResponse_Cancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkResponse_Cancel.ProtoReflect.Descriptor instead.
 func (*WorkResponse_Cancel) Descriptor() ([]byte, []int) {
-	return file_workqueue_v1_workqueue_proto_rawDescGZIP(), []int{32, 3}
+	return file_workqueue_v1_workqueue_proto_rawDescGZIP(), []int{33, 3}
 }
 
 func (x *WorkResponse_Cancel) GetKey() string {
@@ -3294,7 +3374,7 @@ const file_workqueue_v1_workqueue_proto_rawDesc = "" +
 	"\x0eFinishResponse\"9\n" +
 	"\x0fKeyStateRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\tR\x03key\"\xf3\x03\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\"\xa3\x04\n" +
 	"\x10KeyStateResponse\x12,\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x16.workqueue.v1.KeyStateR\x05state\x12\x1a\n" +
 	"\bpriority\x18\x02 \x01(\x05R\bpriority\x12\x1a\n" +
@@ -3309,7 +3389,14 @@ const file_workqueue_v1_workqueue_proto_rawDesc = "" +
 	"\x06holder\x18\t \x01(\tR\x06holder\x12\x14\n" +
 	"\x05dirty\x18\n" +
 	" \x01(\bR\x05dirty\x12A\n" +
-	"\x0esettling_until\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\rsettlingUntil\"\xbf\x06\n" +
+	"\x0esettling_until\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\rsettlingUntil\x12.\n" +
+	"\x05shard\x18\f \x01(\v2\x18.workqueue.v1.ShardPlaceR\x05shard\"g\n" +
+	"\n" +
+	"ShardPlace\x12\x17\n" +
+	"\x04slot\x18\x01 \x01(\rH\x00R\x04slot\x88\x01\x01\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12!\n" +
+	"\fgranted_here\x18\x03 \x01(\bR\vgrantedHereB\a\n" +
+	"\x05_slot\"\xbf\x06\n" +
 	"\vWorkRequest\x124\n" +
 	"\x04open\x18\x01 \x01(\v2\x1e.workqueue.v1.WorkRequest.OpenH\x00R\x04open\x12:\n" +
 	"\x06credit\x18\x02 \x01(\v2 .workqueue.v1.WorkRequest.CreditH\x00R\x06credit\x12:\n" +
@@ -3419,7 +3506,7 @@ func file_workqueue_v1_workqueue_proto_rawDescGZIP() []byte {
 }
 
 var file_workqueue_v1_workqueue_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_workqueue_v1_workqueue_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_workqueue_v1_workqueue_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_workqueue_v1_workqueue_proto_goTypes = []any{
 	(ReasonKind)(0),                // 0: workqueue.v1.ReasonKind
 	(KeyState)(0),                  // 1: workqueue.v1.KeyState
@@ -3454,97 +3541,99 @@ var file_workqueue_v1_workqueue_proto_goTypes = []any{
 	(*FinishResponse)(nil),         // 30: workqueue.v1.FinishResponse
 	(*KeyStateRequest)(nil),        // 31: workqueue.v1.KeyStateRequest
 	(*KeyStateResponse)(nil),       // 32: workqueue.v1.KeyStateResponse
-	(*WorkRequest)(nil),            // 33: workqueue.v1.WorkRequest
-	(*WorkResponse)(nil),           // 34: workqueue.v1.WorkResponse
-	(*WorkRequest_Open)(nil),       // 35: workqueue.v1.WorkRequest.Open
-	(*WorkRequest_Credit)(nil),     // 36: workqueue.v1.WorkRequest.Credit
-	(*WorkRequest_Finish)(nil),     // 37: workqueue.v1.WorkRequest.Finish
-	(*WorkRequest_Extend)(nil),     // 38: workqueue.v1.WorkRequest.Extend
-	(*WorkResponse_Opened)(nil),    // 39: workqueue.v1.WorkResponse.Opened
-	(*WorkResponse_FinishAck)(nil), // 40: workqueue.v1.WorkResponse.FinishAck
-	(*WorkResponse_Extended)(nil),  // 41: workqueue.v1.WorkResponse.Extended
-	(*WorkResponse_Cancel)(nil),    // 42: workqueue.v1.WorkResponse.Cancel
-	(*timestamppb.Timestamp)(nil),  // 43: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),    // 44: google.protobuf.Duration
-	(*CachedObject)(nil),           // 45: workqueue.v1.CachedObject
+	(*ShardPlace)(nil),             // 33: workqueue.v1.ShardPlace
+	(*WorkRequest)(nil),            // 34: workqueue.v1.WorkRequest
+	(*WorkResponse)(nil),           // 35: workqueue.v1.WorkResponse
+	(*WorkRequest_Open)(nil),       // 36: workqueue.v1.WorkRequest.Open
+	(*WorkRequest_Credit)(nil),     // 37: workqueue.v1.WorkRequest.Credit
+	(*WorkRequest_Finish)(nil),     // 38: workqueue.v1.WorkRequest.Finish
+	(*WorkRequest_Extend)(nil),     // 39: workqueue.v1.WorkRequest.Extend
+	(*WorkResponse_Opened)(nil),    // 40: workqueue.v1.WorkResponse.Opened
+	(*WorkResponse_FinishAck)(nil), // 41: workqueue.v1.WorkResponse.FinishAck
+	(*WorkResponse_Extended)(nil),  // 42: workqueue.v1.WorkResponse.Extended
+	(*WorkResponse_Cancel)(nil),    // 43: workqueue.v1.WorkResponse.Cancel
+	(*timestamppb.Timestamp)(nil),  // 44: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),    // 45: google.protobuf.Duration
+	(*CachedObject)(nil),           // 46: workqueue.v1.CachedObject
 }
 var file_workqueue_v1_workqueue_proto_depIdxs = []int32{
 	0,  // 0: workqueue.v1.Reason.kind:type_name -> workqueue.v1.ReasonKind
-	43, // 1: workqueue.v1.Lease.deadline:type_name -> google.protobuf.Timestamp
-	44, // 2: workqueue.v1.Lease.ttl:type_name -> google.protobuf.Duration
+	44, // 1: workqueue.v1.Lease.deadline:type_name -> google.protobuf.Timestamp
+	45, // 2: workqueue.v1.Lease.ttl:type_name -> google.protobuf.Duration
 	2,  // 3: workqueue.v1.Lease.reasons:type_name -> workqueue.v1.Reason
-	43, // 4: workqueue.v1.Lease.enqueued_at:type_name -> google.protobuf.Timestamp
-	45, // 5: workqueue.v1.Lease.object:type_name -> workqueue.v1.CachedObject
-	43, // 6: workqueue.v1.Lease.deletion_timestamp:type_name -> google.protobuf.Timestamp
-	44, // 7: workqueue.v1.AddAfterRequest.delay:type_name -> google.protobuf.Duration
+	44, // 4: workqueue.v1.Lease.enqueued_at:type_name -> google.protobuf.Timestamp
+	46, // 5: workqueue.v1.Lease.object:type_name -> workqueue.v1.CachedObject
+	44, // 6: workqueue.v1.Lease.deletion_timestamp:type_name -> google.protobuf.Timestamp
+	45, // 7: workqueue.v1.AddAfterRequest.delay:type_name -> google.protobuf.Duration
 	10, // 8: workqueue.v1.AddRateLimitedResponse.keys:type_name -> workqueue.v1.RateLimitedKey
-	44, // 9: workqueue.v1.RateLimitedKey.delay:type_name -> google.protobuf.Duration
-	44, // 10: workqueue.v1.GetRequest.wait:type_name -> google.protobuf.Duration
-	44, // 11: workqueue.v1.GetRequest.lease_ttl:type_name -> google.protobuf.Duration
+	45, // 9: workqueue.v1.RateLimitedKey.delay:type_name -> google.protobuf.Duration
+	45, // 10: workqueue.v1.GetRequest.wait:type_name -> google.protobuf.Duration
+	45, // 11: workqueue.v1.GetRequest.lease_ttl:type_name -> google.protobuf.Duration
 	3,  // 12: workqueue.v1.GetResponse.leases:type_name -> workqueue.v1.Lease
 	21, // 13: workqueue.v1.LenResponse.ready_by_priority:type_name -> workqueue.v1.PriorityCount
-	44, // 14: workqueue.v1.ShutDownRequest.drain_timeout:type_name -> google.protobuf.Duration
-	44, // 15: workqueue.v1.ExtendRequest.ttl:type_name -> google.protobuf.Duration
-	43, // 16: workqueue.v1.ExtendResponse.deadline:type_name -> google.protobuf.Timestamp
-	44, // 17: workqueue.v1.ExtendResponse.ttl:type_name -> google.protobuf.Duration
-	44, // 18: workqueue.v1.RequeueAfter.delay:type_name -> google.protobuf.Duration
+	45, // 14: workqueue.v1.ShutDownRequest.drain_timeout:type_name -> google.protobuf.Duration
+	45, // 15: workqueue.v1.ExtendRequest.ttl:type_name -> google.protobuf.Duration
+	44, // 16: workqueue.v1.ExtendResponse.deadline:type_name -> google.protobuf.Timestamp
+	45, // 17: workqueue.v1.ExtendResponse.ttl:type_name -> google.protobuf.Duration
+	45, // 18: workqueue.v1.RequeueAfter.delay:type_name -> google.protobuf.Duration
 	26, // 19: workqueue.v1.FinishRequest.success:type_name -> workqueue.v1.Success
 	27, // 20: workqueue.v1.FinishRequest.retry:type_name -> workqueue.v1.Retry
 	28, // 21: workqueue.v1.FinishRequest.requeue_after:type_name -> workqueue.v1.RequeueAfter
 	1,  // 22: workqueue.v1.KeyStateResponse.state:type_name -> workqueue.v1.KeyState
 	2,  // 23: workqueue.v1.KeyStateResponse.reasons:type_name -> workqueue.v1.Reason
-	43, // 24: workqueue.v1.KeyStateResponse.queued_since:type_name -> google.protobuf.Timestamp
-	43, // 25: workqueue.v1.KeyStateResponse.waiting_until:type_name -> google.protobuf.Timestamp
-	43, // 26: workqueue.v1.KeyStateResponse.held_until:type_name -> google.protobuf.Timestamp
-	43, // 27: workqueue.v1.KeyStateResponse.settling_until:type_name -> google.protobuf.Timestamp
-	35, // 28: workqueue.v1.WorkRequest.open:type_name -> workqueue.v1.WorkRequest.Open
-	36, // 29: workqueue.v1.WorkRequest.credit:type_name -> workqueue.v1.WorkRequest.Credit
-	37, // 30: workqueue.v1.WorkRequest.finish:type_name -> workqueue.v1.WorkRequest.Finish
-	38, // 31: workqueue.v1.WorkRequest.extend:type_name -> workqueue.v1.WorkRequest.Extend
-	39, // 32: workqueue.v1.WorkResponse.opened:type_name -> workqueue.v1.WorkResponse.Opened
-	3,  // 33: workqueue.v1.WorkResponse.lease:type_name -> workqueue.v1.Lease
-	40, // 34: workqueue.v1.WorkResponse.finish_ack:type_name -> workqueue.v1.WorkResponse.FinishAck
-	41, // 35: workqueue.v1.WorkResponse.extended:type_name -> workqueue.v1.WorkResponse.Extended
-	42, // 36: workqueue.v1.WorkResponse.cancel:type_name -> workqueue.v1.WorkResponse.Cancel
-	44, // 37: workqueue.v1.WorkRequest.Open.lease_ttl:type_name -> google.protobuf.Duration
-	26, // 38: workqueue.v1.WorkRequest.Finish.success:type_name -> workqueue.v1.Success
-	27, // 39: workqueue.v1.WorkRequest.Finish.retry:type_name -> workqueue.v1.Retry
-	28, // 40: workqueue.v1.WorkRequest.Finish.requeue_after:type_name -> workqueue.v1.RequeueAfter
-	44, // 41: workqueue.v1.WorkRequest.Extend.ttl:type_name -> google.protobuf.Duration
-	44, // 42: workqueue.v1.WorkResponse.Opened.lease_ttl:type_name -> google.protobuf.Duration
-	43, // 43: workqueue.v1.WorkResponse.Extended.deadline:type_name -> google.protobuf.Timestamp
-	44, // 44: workqueue.v1.WorkResponse.Extended.ttl:type_name -> google.protobuf.Duration
-	4,  // 45: workqueue.v1.WorkQueueService.Add:input_type -> workqueue.v1.AddRequest
-	6,  // 46: workqueue.v1.WorkQueueService.AddAfter:input_type -> workqueue.v1.AddAfterRequest
-	8,  // 47: workqueue.v1.WorkQueueService.AddRateLimited:input_type -> workqueue.v1.AddRateLimitedRequest
-	11, // 48: workqueue.v1.WorkQueueService.Get:input_type -> workqueue.v1.GetRequest
-	13, // 49: workqueue.v1.WorkQueueService.Done:input_type -> workqueue.v1.DoneRequest
-	15, // 50: workqueue.v1.WorkQueueService.Forget:input_type -> workqueue.v1.ForgetRequest
-	17, // 51: workqueue.v1.WorkQueueService.NumRequeues:input_type -> workqueue.v1.NumRequeuesRequest
-	19, // 52: workqueue.v1.WorkQueueService.Len:input_type -> workqueue.v1.LenRequest
-	22, // 53: workqueue.v1.WorkQueueService.ShutDown:input_type -> workqueue.v1.ShutDownRequest
-	24, // 54: workqueue.v1.WorkQueueService.Extend:input_type -> workqueue.v1.ExtendRequest
-	29, // 55: workqueue.v1.WorkQueueService.Finish:input_type -> workqueue.v1.FinishRequest
-	31, // 56: workqueue.v1.WorkQueueService.KeyState:input_type -> workqueue.v1.KeyStateRequest
-	33, // 57: workqueue.v1.WorkQueueService.Work:input_type -> workqueue.v1.WorkRequest
-	5,  // 58: workqueue.v1.WorkQueueService.Add:output_type -> workqueue.v1.AddResponse
-	7,  // 59: workqueue.v1.WorkQueueService.AddAfter:output_type -> workqueue.v1.AddAfterResponse
-	9,  // 60: workqueue.v1.WorkQueueService.AddRateLimited:output_type -> workqueue.v1.AddRateLimitedResponse
-	12, // 61: workqueue.v1.WorkQueueService.Get:output_type -> workqueue.v1.GetResponse
-	14, // 62: workqueue.v1.WorkQueueService.Done:output_type -> workqueue.v1.DoneResponse
-	16, // 63: workqueue.v1.WorkQueueService.Forget:output_type -> workqueue.v1.ForgetResponse
-	18, // 64: workqueue.v1.WorkQueueService.NumRequeues:output_type -> workqueue.v1.NumRequeuesResponse
-	20, // 65: workqueue.v1.WorkQueueService.Len:output_type -> workqueue.v1.LenResponse
-	23, // 66: workqueue.v1.WorkQueueService.ShutDown:output_type -> workqueue.v1.ShutDownResponse
-	25, // 67: workqueue.v1.WorkQueueService.Extend:output_type -> workqueue.v1.ExtendResponse
-	30, // 68: workqueue.v1.WorkQueueService.Finish:output_type -> workqueue.v1.FinishResponse
-	32, // 69: workqueue.v1.WorkQueueService.KeyState:output_type -> workqueue.v1.KeyStateResponse
-	34, // 70: workqueue.v1.WorkQueueService.Work:output_type -> workqueue.v1.WorkResponse
-	58, // [58:71] is the sub-list for method output_type
-	45, // [45:58] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	44, // 24: workqueue.v1.KeyStateResponse.queued_since:type_name -> google.protobuf.Timestamp
+	44, // 25: workqueue.v1.KeyStateResponse.waiting_until:type_name -> google.protobuf.Timestamp
+	44, // 26: workqueue.v1.KeyStateResponse.held_until:type_name -> google.protobuf.Timestamp
+	44, // 27: workqueue.v1.KeyStateResponse.settling_until:type_name -> google.protobuf.Timestamp
+	33, // 28: workqueue.v1.KeyStateResponse.shard:type_name -> workqueue.v1.ShardPlace
+	36, // 29: workqueue.v1.WorkRequest.open:type_name -> workqueue.v1.WorkRequest.Open
+	37, // 30: workqueue.v1.WorkRequest.credit:type_name -> workqueue.v1.WorkRequest.Credit
+	38, // 31: workqueue.v1.WorkRequest.finish:type_name -> workqueue.v1.WorkRequest.Finish
+	39, // 32: workqueue.v1.WorkRequest.extend:type_name -> workqueue.v1.WorkRequest.Extend
+	40, // 33: workqueue.v1.WorkResponse.opened:type_name -> workqueue.v1.WorkResponse.Opened
+	3,  // 34: workqueue.v1.WorkResponse.lease:type_name -> workqueue.v1.Lease
+	41, // 35: workqueue.v1.WorkResponse.finish_ack:type_name -> workqueue.v1.WorkResponse.FinishAck
+	42, // 36: workqueue.v1.WorkResponse.extended:type_name -> workqueue.v1.WorkResponse.Extended
+	43, // 37: workqueue.v1.WorkResponse.cancel:type_name -> workqueue.v1.WorkResponse.Cancel
+	45, // 38: workqueue.v1.WorkRequest.Open.lease_ttl:type_name -> google.protobuf.Duration
+	26, // 39: workqueue.v1.WorkRequest.Finish.success:type_name -> workqueue.v1.Success
+	27, // 40: workqueue.v1.WorkRequest.Finish.retry:type_name -> workqueue.v1.Retry
+	28, // 41: workqueue.v1.WorkRequest.Finish.requeue_after:type_name -> workqueue.v1.RequeueAfter
+	45, // 42: workqueue.v1.WorkRequest.Extend.ttl:type_name -> google.protobuf.Duration
+	45, // 43: workqueue.v1.WorkResponse.Opened.lease_ttl:type_name -> google.protobuf.Duration
+	44, // 44: workqueue.v1.WorkResponse.Extended.deadline:type_name -> google.protobuf.Timestamp
+	45, // 45: workqueue.v1.WorkResponse.Extended.ttl:type_name -> google.protobuf.Duration
+	4,  // 46: workqueue.v1.WorkQueueService.Add:input_type -> workqueue.v1.AddRequest
+	6,  // 47: workqueue.v1.WorkQueueService.AddAfter:input_type -> workqueue.v1.AddAfterRequest
+	8,  // 48: workqueue.v1.WorkQueueService.AddRateLimited:input_type -> workqueue.v1.AddRateLimitedRequest
+	11, // 49: workqueue.v1.WorkQueueService.Get:input_type -> workqueue.v1.GetRequest
+	13, // 50: workqueue.v1.WorkQueueService.Done:input_type -> workqueue.v1.DoneRequest
+	15, // 51: workqueue.v1.WorkQueueService.Forget:input_type -> workqueue.v1.ForgetRequest
+	17, // 52: workqueue.v1.WorkQueueService.NumRequeues:input_type -> workqueue.v1.NumRequeuesRequest
+	19, // 53: workqueue.v1.WorkQueueService.Len:input_type -> workqueue.v1.LenRequest
+	22, // 54: workqueue.v1.WorkQueueService.ShutDown:input_type -> workqueue.v1.ShutDownRequest
+	24, // 55: workqueue.v1.WorkQueueService.Extend:input_type -> workqueue.v1.ExtendRequest
+	29, // 56: workqueue.v1.WorkQueueService.Finish:input_type -> workqueue.v1.FinishRequest
+	31, // 57: workqueue.v1.WorkQueueService.KeyState:input_type -> workqueue.v1.KeyStateRequest
+	34, // 58: workqueue.v1.WorkQueueService.Work:input_type -> workqueue.v1.WorkRequest
+	5,  // 59: workqueue.v1.WorkQueueService.Add:output_type -> workqueue.v1.AddResponse
+	7,  // 60: workqueue.v1.WorkQueueService.AddAfter:output_type -> workqueue.v1.AddAfterResponse
+	9,  // 61: workqueue.v1.WorkQueueService.AddRateLimited:output_type -> workqueue.v1.AddRateLimitedResponse
+	12, // 62: workqueue.v1.WorkQueueService.Get:output_type -> workqueue.v1.GetResponse
+	14, // 63: workqueue.v1.WorkQueueService.Done:output_type -> workqueue.v1.DoneResponse
+	16, // 64: workqueue.v1.WorkQueueService.Forget:output_type -> workqueue.v1.ForgetResponse
+	18, // 65: workqueue.v1.WorkQueueService.NumRequeues:output_type -> workqueue.v1.NumRequeuesResponse
+	20, // 66: workqueue.v1.WorkQueueService.Len:output_type -> workqueue.v1.LenResponse
+	23, // 67: workqueue.v1.WorkQueueService.ShutDown:output_type -> workqueue.v1.ShutDownResponse
+	25, // 68: workqueue.v1.WorkQueueService.Extend:output_type -> workqueue.v1.ExtendResponse
+	30, // 69: workqueue.v1.WorkQueueService.Finish:output_type -> workqueue.v1.FinishResponse
+	32, // 70: workqueue.v1.WorkQueueService.KeyState:output_type -> workqueue.v1.KeyStateResponse
+	35, // 71: workqueue.v1.WorkQueueService.Work:output_type -> workqueue.v1.WorkResponse
+	59, // [59:72] is the sub-list for method output_type
+	46, // [46:59] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_workqueue_v1_workqueue_proto_init() }
@@ -3561,20 +3650,21 @@ func file_workqueue_v1_workqueue_proto_init() {
 		(*FinishRequest_Retry)(nil),
 		(*FinishRequest_RequeueAfter)(nil),
 	}
-	file_workqueue_v1_workqueue_proto_msgTypes[31].OneofWrappers = []any{
+	file_workqueue_v1_workqueue_proto_msgTypes[31].OneofWrappers = []any{}
+	file_workqueue_v1_workqueue_proto_msgTypes[32].OneofWrappers = []any{
 		(*WorkRequest_Open_)(nil),
 		(*WorkRequest_Credit_)(nil),
 		(*WorkRequest_Finish_)(nil),
 		(*WorkRequest_Extend_)(nil),
 	}
-	file_workqueue_v1_workqueue_proto_msgTypes[32].OneofWrappers = []any{
+	file_workqueue_v1_workqueue_proto_msgTypes[33].OneofWrappers = []any{
 		(*WorkResponse_Opened_)(nil),
 		(*WorkResponse_Lease)(nil),
 		(*WorkResponse_FinishAck_)(nil),
 		(*WorkResponse_Extended_)(nil),
 		(*WorkResponse_Cancel_)(nil),
 	}
-	file_workqueue_v1_workqueue_proto_msgTypes[35].OneofWrappers = []any{
+	file_workqueue_v1_workqueue_proto_msgTypes[36].OneofWrappers = []any{
 		(*WorkRequest_Finish_Success)(nil),
 		(*WorkRequest_Finish_Retry)(nil),
 		(*WorkRequest_Finish_RequeueAfter)(nil),
@@ -3585,7 +3675,7 @@ func file_workqueue_v1_workqueue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_workqueue_v1_workqueue_proto_rawDesc), len(file_workqueue_v1_workqueue_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   41,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -75,6 +75,11 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         revoked.len()
     }
 
+    /// Whether keys of shard slot `shard` are granted now (always, unsharded).
+    pub(crate) fn owns_shard(&self, shard: ShardSlot) -> bool {
+        self.owned_shards.as_ref().is_none_or(|owned| owned.contains(shard))
+    }
+
     /// Whether the key in `slot` may be granted now, as far as sharding goes.
     pub(super) fn may_grant(&self, slot: Slot) -> bool {
         match &self.owned_shards {

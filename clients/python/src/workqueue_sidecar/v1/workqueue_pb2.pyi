@@ -334,7 +334,7 @@ class KeyStateRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
 
 class KeyStateResponse(_message.Message):
-    __slots__ = ("state", "priority", "failures", "last_error", "reasons", "queued_since", "waiting_until", "held_until", "holder", "dirty", "settling_until")
+    __slots__ = ("state", "priority", "failures", "last_error", "reasons", "queued_since", "waiting_until", "held_until", "holder", "dirty", "settling_until", "shard")
     STATE_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     FAILURES_FIELD_NUMBER: _ClassVar[int]
@@ -346,6 +346,7 @@ class KeyStateResponse(_message.Message):
     HOLDER_FIELD_NUMBER: _ClassVar[int]
     DIRTY_FIELD_NUMBER: _ClassVar[int]
     SETTLING_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
     state: KeyState
     priority: int
     failures: int
@@ -357,7 +358,18 @@ class KeyStateResponse(_message.Message):
     holder: str
     dirty: bool
     settling_until: _timestamp_pb2.Timestamp
-    def __init__(self, state: _Optional[_Union[KeyState, str]] = ..., priority: _Optional[int] = ..., failures: _Optional[int] = ..., last_error: _Optional[str] = ..., reasons: _Optional[_Iterable[_Union[Reason, _Mapping]]] = ..., queued_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., waiting_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., held_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., holder: _Optional[str] = ..., dirty: _Optional[bool] = ..., settling_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    shard: ShardPlace
+    def __init__(self, state: _Optional[_Union[KeyState, str]] = ..., priority: _Optional[int] = ..., failures: _Optional[int] = ..., last_error: _Optional[str] = ..., reasons: _Optional[_Iterable[_Union[Reason, _Mapping]]] = ..., queued_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., waiting_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., held_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., holder: _Optional[str] = ..., dirty: _Optional[bool] = ..., settling_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., shard: _Optional[_Union[ShardPlace, _Mapping]] = ...) -> None: ...
+
+class ShardPlace(_message.Message):
+    __slots__ = ("slot", "owner", "granted_here")
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    GRANTED_HERE_FIELD_NUMBER: _ClassVar[int]
+    slot: int
+    owner: str
+    granted_here: bool
+    def __init__(self, slot: _Optional[int] = ..., owner: _Optional[str] = ..., granted_here: _Optional[bool] = ...) -> None: ...
 
 class WorkRequest(_message.Message):
     __slots__ = ("open", "credit", "finish", "extend")

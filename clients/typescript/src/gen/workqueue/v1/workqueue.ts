@@ -578,7 +578,36 @@ export interface KeyStateResponse {
    * writes; it is queued (or forgotten) then at the latest. dirty, priority
    * and reasons tell what happens next, as for HELD.
    */
-  settlingUntil: Date | undefined;
+  settlingUntil:
+    | Date
+    | undefined;
+  /**
+   * Set for a queue whose keys the replicas of a shard group share
+   * (shard_by in the config): which slot the key falls in and who owns it.
+   */
+  shard: ShardPlace | undefined;
+}
+
+/** ShardPlace says where a key of a sharded queue belongs. */
+export interface ShardPlace {
+  /**
+   * The key's shard slot, 0 to 4095 (the top 12 bits of the FNV-1a hash of
+   * its object's uid or namespace). Unset when not known: sharded by uid,
+   * the key's object is neither in this replica's cache nor among its
+   * tombstones, and the key is not granted until it is.
+   */
+  slot?:
+    | number
+    | undefined;
+  /**
+   * The replica (its identity) that the assignment of the live members, as
+   * this replica last read their Leases, gives the slot to. Empty when the
+   * slot is not known or no member is live. During a handover the slot may
+   * still be drained by its previous owner.
+   */
+  owner: string;
+  /** Whether this replica grants the key now (it holds the slot). */
+  grantedHere: boolean;
 }
 
 /** WorkRequest is one message from a worker on its Work stream. */
@@ -3100,6 +3129,7 @@ function createBaseKeyStateResponse(): KeyStateResponse {
     holder: "",
     dirty: false,
     settlingUntil: undefined,
+    shard: undefined,
   };
 }
 
@@ -3137,6 +3167,9 @@ export const KeyStateResponse: MessageFns<KeyStateResponse> = {
     }
     if (message.settlingUntil !== undefined) {
       Timestamp.encode(toTimestamp(message.settlingUntil), writer.uint32(90).fork()).join();
+    }
+    if (message.shard !== undefined) {
+      ShardPlace.encode(message.shard, writer.uint32(98).fork()).join();
     }
     return writer;
   },
@@ -3242,6 +3275,14 @@ export const KeyStateResponse: MessageFns<KeyStateResponse> = {
             message.settlingUntil = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.shard = ShardPlace.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3270,6 +3311,88 @@ export const KeyStateResponse: MessageFns<KeyStateResponse> = {
     message.holder = object.holder ?? "";
     message.dirty = object.dirty ?? false;
     message.settlingUntil = object.settlingUntil ?? undefined;
+    message.shard = (object.shard !== undefined && object.shard !== null)
+      ? ShardPlace.fromPartial(object.shard)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseShardPlace(): ShardPlace {
+  return { slot: undefined, owner: "", grantedHere: false };
+}
+
+export const ShardPlace: MessageFns<ShardPlace> = {
+  encode(message: ShardPlace, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.slot !== undefined) {
+      writer.uint32(8).uint32(message.slot);
+    }
+    if (message.owner !== "") {
+      writer.uint32(18).string(message.owner);
+    }
+    if (message.grantedHere !== false) {
+      writer.uint32(24).bool(message.grantedHere);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ShardPlace {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseShardPlace();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.slot = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.owner = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.grantedHere = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create(base?: DeepPartial<ShardPlace>): ShardPlace {
+    return ShardPlace.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ShardPlace>): ShardPlace {
+    const message = createBaseShardPlace();
+    message.slot = object.slot ?? undefined;
+    message.owner = object.owner ?? "";
+    message.grantedHere = object.grantedHere ?? false;
     return message;
   },
 };
