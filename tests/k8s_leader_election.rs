@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use holding_worker::{Tracker, spawn_holding_worker};
-use sidecar::Sidecar;
+use sidecar::{FAST_LEASES, Sidecar};
 use support::control_plane::{self, TestNamespace};
 use workqueue_sidecar::grpc::pb;
 
@@ -22,7 +22,7 @@ const KEYS: usize = 5;
 
 fn start(namespace: &str, identity: &str) -> Sidecar {
     let kubeconfig = control_plane::kubeconfig_path();
-    Sidecar::start(&[
+    let args = [
         "--grace-period",
         "2s",
         "--leader-election",
@@ -30,15 +30,10 @@ fn start(namespace: &str, identity: &str) -> Sidecar {
         namespace,
         "--leader-election-identity",
         identity,
-        "--leader-election-lease-duration",
-        "3s",
-        "--leader-election-renew-deadline",
-        "2s",
-        "--leader-election-retry-period",
-        "500ms",
         "--kubeconfig",
         kubeconfig.to_str().unwrap(),
-    ])
+    ];
+    Sidecar::start(&[&args[..], &FAST_LEASES[..]].concat())
 }
 
 async fn is_leader(sidecar: &Sidecar) -> bool {

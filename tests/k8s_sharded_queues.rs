@@ -22,7 +22,7 @@ use holding_worker::{Tracker, spawn_holding_worker};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::PostParams;
-use sidecar::Sidecar;
+use sidecar::{FAST_LEASES, Sidecar};
 use support::control_plane::{self, TestNamespace};
 use workqueue_sidecar::grpc::pb;
 
@@ -49,7 +49,7 @@ fn config_file(namespace: &str, informer: Informer) -> PathBuf {
 
 fn start(namespace: &str, config: &std::path::Path, identity: &str) -> Sidecar {
     let kubeconfig = control_plane::kubeconfig_path();
-    Sidecar::start(&[
+    let args = [
         "--config",
         config.to_str().unwrap(),
         "--shard-group",
@@ -58,17 +58,12 @@ fn start(namespace: &str, config: &std::path::Path, identity: &str) -> Sidecar {
         namespace,
         "--leader-election-identity",
         identity,
-        "--leader-election-lease-duration",
-        "3s",
-        "--leader-election-renew-deadline",
-        "2s",
-        "--leader-election-retry-period",
-        "500ms",
         "--grace-period",
         "1s",
         "--kubeconfig",
         kubeconfig.to_str().unwrap(),
-    ])
+    ];
+    Sidecar::start(&[&args[..], &FAST_LEASES[..]].concat())
 }
 
 async fn create(cms: &Api<ConfigMap>, range: std::ops::Range<usize>) {

@@ -10,6 +10,17 @@ use std::time::{Duration, Instant};
 use tonic::transport::Channel;
 use workqueue_sidecar::grpc::pb::{self, work_queue_service_client::WorkQueueServiceClient};
 
+/// Lease timings for tests of replicas (leader election, shard groups):
+/// a 3 s Lease, renewed every 0.5 s, given up 2 s after the last renewal.
+pub const FAST_LEASES: [&str; 6] = [
+    "--leader-election-lease-duration",
+    "3s",
+    "--leader-election-renew-deadline",
+    "2s",
+    "--leader-election-retry-period",
+    "500ms",
+];
+
 pub struct Sidecar {
     child: Child,
     pub address: SocketAddr,
