@@ -24,6 +24,7 @@
 //! - [`leader`]: leader election through a Lease; only the leader hands out keys.
 //! - [`shard`]: scale-out's pure core: hash ranges shared among replicas through one Lease each.
 //! - [`shard_membership`]: its I/O shell: each replica's own Lease, read and written on the API server.
+//! - [`sharded_queues`]: the queues and informers following this replica's share of the slots.
 //! - [`admin`]: the admin HTTP port: `/metrics`, `/healthz`, `/readyz`.
 //! - [`app`]: the sidecar as one unit: built from its options, then run until
 //!   a shutdown signal, owning every task it starts and stopping them in order.
