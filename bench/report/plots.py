@@ -23,6 +23,11 @@ COLORS = {
     "java": "#8c564b",
     "kopf": "#e377c2",
     "kopf-event": "#f7b6d2",
+    "single": "#7f7f7f",
+    "1 replica": "#aec7e8",
+    "2 replicas": "#6baed6",
+    "3 replicas": "#1f77b4",
+    "1 → 3 → 1 replicas": "#bcbd22",
 }
 
 
