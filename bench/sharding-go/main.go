@@ -79,7 +79,11 @@ func main() {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		fmt.Printf("%s %s %d %d %s\n", what, req.Key, start.UnixMicro(), time.Now().UnixMicro(), value)
+		if _, err := fmt.Printf("%s %s %d %d %s\n", what, req.Key, start.UnixMicro(), time.Now().UnixMicro(), value); err != nil {
+			// A line lost (a full disk) would look like a key never finished.
+			fmt.Fprintln(os.Stderr, "writing a line:", err)
+			os.Exit(1)
+		}
 	}
 	reconcile := func(ctx context.Context, req workqueue.Request) (workqueue.Result, error) {
 		start := time.Now()
