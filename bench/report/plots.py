@@ -33,7 +33,7 @@ COLORS = {
 
 def plot(section: Section, figures: Figures, path: pathlib.Path) -> bool:
     """Writes the section's plot to `path`; False when there is nothing to plot."""
-    metrics = [m for m in section.metrics if figures.variants(m.key)]
+    metrics = [m for m in section.metrics if m.plotted and figures.variants(m.key)]
     if not metrics:
         return False
     cols = min(2, len(metrics))
