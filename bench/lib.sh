@@ -81,15 +81,16 @@ wait_for() {
   done
 }
 
-# start_sidecar BIN CONFIG LOG: starts the sidecar on free loopback ports
-# (text logs in LOG; --kubeconfig KC when KC is set, standalone otherwise)
-# and waits until it logged both; sets SIDECAR_PID,
+# start_sidecar BIN CONFIG LOG [ARGS...]: starts the sidecar on free loopback
+# ports (text logs in LOG; --kubeconfig KC when KC is set, standalone
+# otherwise; ARGS added to its command line) and waits until it logged both;
+# sets SIDECAR_PID,
 # SIDECAR_GRPC and SIDECAR_ADMIN (host:port each), read from its "listening"
 # lines as tests/support/sidecar.rs reads them.
 start_sidecar() {
   : >"$3" # exists before wait_for reads it (the background process opens it later)
   "$1" --config "$2" ${KC:+--kubeconfig "$KC"} --tcp 127.0.0.1:0 --admin 127.0.0.1:0 --log info --log-format text \
-    >"$3" 2>&1 &
+    "${@:4}" >"$3" 2>&1 &
   SIDECAR_PID=$!
   wait_for "$SIDECAR_PID" "$3" "admin http listening" "the sidecar's admin address" 30 || die "the sidecar did not start"
   wait_for "$SIDECAR_PID" "$3" 'transport="tcp"' "the sidecar's gRPC address" 30 || die "the sidecar did not start"

@@ -20,6 +20,8 @@ class Metric:
     log_scale: bool = False
     # True when a larger value is better (throughput); only used in wording.
     higher_is_better: bool = False
+    # False for counts that only say yes or no (zero keys missed): in the table, not the plot.
+    plotted: bool = True
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,12 +23,17 @@ COLORS = {
     "java": "#8c564b",
     "kopf": "#e377c2",
     "kopf-event": "#f7b6d2",
+    "single": "#7f7f7f",
+    "1 replica": "#aec7e8",
+    "2 replicas": "#6baed6",
+    "3 replicas": "#1f77b4",
+    "1 → 3 → 1 replicas": "#bcbd22",
 }
 
 
 def plot(section: Section, figures: Figures, path: pathlib.Path) -> bool:
     """Writes the section's plot to `path`; False when there is nothing to plot."""
-    metrics = [m for m in section.metrics if figures.variants(m.key)]
+    metrics = [m for m in section.metrics if m.plotted and figures.variants(m.key)]
     if not metrics:
         return False
     cols = min(2, len(metrics))

@@ -366,4 +366,89 @@ CLIENTS = Section(
     ),
 )
 
-SECTIONS = (QUEUE, REMOTE, KOPF, INFORMER, INGEST, SCALE, GRPC, CLIENTS)
+SINGLE = "single"
+SHARDED = ("1 replica", "2 replicas", "3 replicas")
+SCALED = "1 → 3 → 1 replicas"
+
+SHARDING_WHY_RSS = (
+    "A sidecar's RSS is not only its cache: the runtime, the kube and gRPC clients, the metrics and the "
+    "allocator's arenas are there with no object at all (the `no objects` row: the same single sidecar on an "
+    "empty namespace), so a replica holding a third of the objects holds that fixed part plus a third of the "
+    "rest, more than 0.4x of the whole with objects this small. The cache itself does split: subtract the "
+    "`no objects` row from each replica's RSS and from the single sidecar's. The largest replica also holds "
+    "more than a third: the token ring's shares are balanced within about 1/sqrt(256) (see `objects`), and "
+    "they are the same in every run, since the replicas' names (r0, r1, r2) decide them."
+)
+
+SHARDING = Section(
+    key="sharding",
+    title="Sharding: replicas sharing the keys and the cache (issue 17)",
+    command="bench/sharding",
+    about=(
+        "30,000 ConfigMaps (64 bytes of data each) in one namespace of the local control plane, kube-apiserver "
+        "with the `ShardedListAndWatch` gate on (`bench/sharding`). `single` is one release sidecar with the "
+        "informer and its queue unsharded; `1 replica`, `2 replicas` and `3 replicas` are that many sidecar "
+        "processes in one `--shard-group` (lease 3 s, renew deadline 2 s, retry 500 ms) with `shard_by: uid` on"
+        " the queue and the informer, all started at once; the four take turns, their order rotated every run. "
+        "In each turn, once the caches hold every object between them and the 4,096 slots are split, one worker"
+        " per replica (`bench/sharding-go`, the Go client's `Queue.Run`) reconciles with a 10 ms sleep, 8 at a "
+        "time, so a replica's rate is bound by its concurrency (about 800/s), not by the two cores. `rate`: the"
+        " 30,000 keys over the workers' first reconcile start to last end; `rss`: each sidecar's VmRSS once "
+        "every key is finished; `objects`: each sidecar's `workqueue_sidecar_informer_objects`; `finished`: "
+        "keys no worker finished and keys finished more than once, both to be 0 (the script also warns unless "
+        "the sidecars' metrics show 30,000 lease ends, no retry and no expired lease). `watch` (single and 3 "
+        "replicas): with the workers stopped, every object is patched once; the bytes each sidecar received "
+        "meanwhile on its TCP connections to the API server (`ss -ti` `bytes_received`: the TLS bytes of its "
+        "watch, and the shard Lease lists every 500 ms), until every update is in a cache; `apiserver-watch`: "
+        "the API server's own `apiserver_watch_events_sizes_sum` for configmaps over the same span (every "
+        "watcher of configmaps: the turn's sidecars, unless another program watches configmaps on the benchmark"
+        " control plane at the time). Rows ending in \"largest replica\" take the largest of the replicas in "
+        "each run, \"each replica\" every replica. `1 → 3 → 1 replicas`: one replica and its worker start (the "
+        "worker asking for each key's object and noting the annotation it saw); once a quarter of the keys are "
+        "finished, every object is patched once while two more replicas and their workers start; then every "
+        "object is patched again and, a second in, the two joiners and their workers get SIGTERM, as their pods"
+        " would. `changes`: keys whose patch no worker reconciled (an object given with that patch's "
+        "annotation), after each step. `moved` comes from the sidecars' "
+        "`workqueue_sidecar_shard_slots_gained_total`, `..._slots_revoked_total` and "
+        "`..._shard_leases_handed_back_total` (the joiners' counters are lost when they exit, so the way down "
+        "counts only what r0 gained) and the workers' lines: reconciles cancelled because the sidecar took the "
+        "lease back, and keys held by two workers at once (a reconcile of a key starting before another "
+        "worker's reconcile of it ended, by the workers' own stamps; must never happen). `handover`: until the "
+        "slots are split among the replicas left and their caches hold every object between them."
+    ),
+    programs=(SINGLE, *SHARDED, SCALED),
+    metrics=(
+        Metric("rate", "throughput, reconcile bound by a per-replica concurrency", "reconciles/s",
+               higher_is_better=True),
+        Metric("rss", "sidecar memory (VmRSS)", "MiB"),
+        Metric("objects", "objects in the informer's cache", "objects"),
+        Metric("watch", "bytes received from the API server", "MiB"),
+        Metric("apiserver-watch", "watch bytes the API server sent", "MiB"),
+        Metric("finished", "every key reconciled", "keys", plotted=False),
+        Metric("changes", "every change reconciled while scaling", "keys", plotted=False),
+        Metric("moved", "what moved while scaling", "slots, leases, reconciles or keys", plotted=False),
+        Metric("handover", "handover while scaling", "s", plotted=False),
+    ),
+    targets=(
+        Target("each replica's RSS at most 0.4x a single sidecar's (issue 17)", "ratio_max", "rss", SHARDED[2], 0.4,
+               SINGLE, variant="after sync, largest replica", why=SHARDING_WHY_RSS),
+        Target("each replica's watch traffic at most 0.4x a single sidecar's (issue 17)", "ratio_max", "watch",
+               SHARDED[2], 0.4, SINGLE, variant="update of every object, largest replica"),
+        *(Target(f"every key finished exactly once, {p} (issue 17)", "abs_max", "finished", p, 0)
+          for p in (SINGLE, *SHARDED)),
+        Target("every change reconciled while scaling (issue 17)", "abs_max", "changes", SCALED, 0),
+        Target("no key held by two workers at once while scaling (issue 17)", "abs_max", "moved", SCALED, 0,
+               variant="keys held by two workers at once, whole turn"),
+    ),
+    notes=(
+        "Throughput: a replica's ceiling is its concurrency over the sleep, 8 / 10 ms = 800 reconciles/s; "
+        "what it loses below that is each reconcile's overhead on top of the sleep (the Go timer's wake-up, "
+        "the Finish on the stream, the next lease), so N replicas give about N times one. Watch traffic: the "
+        "API server sends each update once in either case (`apiserver-watch` is the same for `single` and "
+        "`3 replicas`), so the server-side `shardSelector` is what divides it; a replica's share follows its "
+        "slots. The replicas' own Lease lists (every 500 ms, each replica reading the group's Leases with their "
+        "claim annotations) are in their `watch` bytes, and not in the single sidecar's."
+    ),
+)
+
+SECTIONS = (QUEUE, REMOTE, KOPF, INFORMER, INGEST, SCALE, GRPC, CLIENTS, SHARDING)
