@@ -40,7 +40,7 @@ final class Session {
   private int maxWindow;
   private final Map<Long, HeldLease> leases = new HashMap<>();
   /** Tokens of lost leases whose Finish was sent: the sidecar's refusal is expected. */
-  final LostFinishes lostFinishes = new LostFinishes();
+  private final LostFinishes lostFinishes = new LostFinishes();
   /** Drops the lost leases' Finishes left unanswered (see LostFinishes); one per stream. */
   private ScheduledFuture<?> forgetTimer;
   private ScheduledFuture<?> openTimer;
