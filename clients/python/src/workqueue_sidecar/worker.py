@@ -294,10 +294,8 @@ class _Stream:
             # held gets no answer, so its token is dropped a TTL after its
             # Finish went out (a refusal comes within a round trip).
             self.lost_finishes.forget_after = ttl if ttl > 0 else DEFAULT_LEASE_TTL
-        else:
-            # A sidecar older than Open.ack_failures_only: every Finish is
-            # answered, and a lost lease's token stays until its answer.
-            logger.debug("the sidecar answers every finish (Opened.ack_failures_only is false)")
+        # Else a sidecar older than Open.ack_failures_only: every Finish is
+        # answered, and a lost lease's token stays until its answer.
         if opened.credits < w.concurrency:
             logger.warning(
                 "the sidecar caps the window at %d leases; concurrency %d is not reached",
