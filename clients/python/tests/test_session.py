@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from conftest import eventually
 from workqueue_sidecar import Request
 from workqueue_sidecar.v1 import workqueue_pb2 as pb
@@ -75,7 +77,7 @@ async def test_a_lease_ended_before_a_pool_task_takes_it_should_not_start() -> N
     assert finishes[1].retry.error.startswith("lease lost: the lease expired before")
     assert finishes[2].retry.error == "cancelled: the sidecar asked to stop"
     assert not stream.held
-    assert stream.lost_finishes == {1, 2}
+    assert stream.lost_finishes.tokens() == {1, 2}
 
 
 async def test_the_tick_should_extend_due_leases_and_lose_those_past_their_deadline() -> None:
@@ -94,3 +96,46 @@ async def test_the_tick_should_extend_due_leases_and_lose_those_past_their_deadl
     assert 0 < stream.tick_at - asyncio.get_running_loop().time() <= 0.1
     stream.closing = True
     stream.tick.cancel()
+
+
+def _open(stream: _Stream, ack_failures_only: bool, ttl: int = 30) -> None:
+    opened = pb.WorkResponse.Opened(credits=1, max_credits=100, ack_failures_only=ack_failures_only)
+    opened.lease_ttl.seconds = ttl
+    stream._on_opened(opened)
+
+
+async def test_unanswered_lost_finishes_should_be_dropped_a_ttl_after_they_went_out() -> None:
+    # The sidecar answers only failed Finishes: a lost lease it still held has
+    # its Finish applied and never answered, so its token must not stay forever.
+    stream = _stream([])
+    _open(stream, ack_failures_only=True, ttl=30)
+    now = asyncio.get_running_loop().time()
+    stream.lost_finishes.add(1, now - 31)
+    stream.lost_finishes.add(2, now - 29)
+    stream._tick()
+    assert stream.lost_finishes.tokens() == {2}, "31 s after its Finish (TTL 30 s) a token is still awaited"
+    # No lease is held: the tick still comes back for the token left.
+    assert stream.tick is not None
+    stream.closing = True
+    stream.tick.cancel()
+
+
+async def test_a_sidecar_answering_every_finish_should_keep_lost_finishes_until_answered(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A sidecar older than Open.ack_failures_only (Opened says false) answers
+    # every Finish, as before: a lost lease's token goes with its refusal only.
+    stream = _stream([])
+    _open(stream, ack_failures_only=False, ttl=30)
+    stream.lost_finishes.add(1, asyncio.get_running_loop().time() - 31)
+    stream._tick()
+    assert stream.lost_finishes.tokens() == {1}
+    assert stream.tick is None, "nothing held and nothing to forget: no timer"
+    refused = pb.WorkResponse()
+    refused.finish_ack.key, refused.finish_ack.token, refused.finish_ack.code = "ns/lost", 1, 9
+    applied = pb.WorkResponse()
+    applied.finish_ack.key, applied.finish_ack.token = "ns/ok", 2
+    stream._dispatch(refused)
+    stream._dispatch(applied)
+    assert not stream.lost_finishes.tokens()
+    assert not [r for r in caplog.records if r.levelname == "WARNING"], "an expected refusal or an OK was warned of"

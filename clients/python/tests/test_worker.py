@@ -7,10 +7,13 @@ import signal
 import time
 from dataclasses import dataclass, field
 
+import grpc
 import pytest
 
 from conftest import Sidecar, StartSidecar, eventually, running
 from workqueue_sidecar import Client, KeyPhase, ReasonKind, Request, Result, UnknownQueueError
+from workqueue_sidecar.v1 import workqueue_pb2 as pb
+from workqueue_sidecar.worker import _Stream
 
 #: A queue whose retries are slow enough to measure: 200ms, 400ms, 800ms...
 SLOW_BACKOFF = """
@@ -386,6 +389,40 @@ async def test_a_reconcile_returning_nonsense_should_retry(client: Client) -> No
     async with running(client, "default", reconcile):
         await eventually(lambda: _failures(client, "ns/a", 1))
     assert "not a Result" in (await client.key_state("default", "ns/a")).last_error
+
+
+async def test_only_a_refused_finish_should_be_answered_and_it_is_still_logged(
+    client: Client, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The stream opens with ack_failures_only: applied Finishes cost no
+    # FinishAck, and one the sidecar refuses (its lease was ended by a unary
+    # Done: a stale token) is answered and warned of as before.
+    acks: list[pb.WorkResponse.FinishAck] = []
+    dispatch = _Stream._dispatch
+
+    def recording(stream: _Stream, message: pb.WorkResponse) -> None:
+        if message.WhichOneof("kind") == "finish_ack":
+            acks.append(message.finish_ack)
+        dispatch(stream, message)
+
+    monkeypatch.setattr(_Stream, "_dispatch", recording)
+    reconciled: list[str] = []
+
+    async def reconcile(request: Request) -> None:
+        if request.key == "ns/done-elsewhere":
+            await client.done(request.queue, request.key, request.token)
+        reconciled.append(request.key)
+
+    for key in ("ns/a", "ns/b", "ns/done-elsewhere", "ns/c"):
+        await client.add("default", key)
+    async with running(client, "default", reconcile):
+        await eventually(lambda: len(reconciled) == 4 and len(acks) >= 1)
+        for key in ("ns/a", "ns/b", "ns/c"):
+            await eventually(lambda: _phase(client, key, KeyPhase.ABSENT))
+        await asyncio.sleep(0.2)  # an ack of an applied Finish would have come by now
+    assert [(ack.key, ack.code) for ack in acks] == [("ns/done-elsewhere", grpc.StatusCode.FAILED_PRECONDITION.value[0])]
+    assert "only failed finishes answered" in caplog.text
+    assert "finish of 'ns/done-elsewhere' refused by the sidecar (code 9)" in caplog.text
 
 
 def _restart_on(start_sidecar: StartSidecar, old: Sidecar) -> Sidecar:

@@ -14,6 +14,7 @@ import type {
   WorkResponse_Opened,
 } from "./gen/workqueue/v1/workqueue.js";
 import { extendInterval, leaseDeadline, leaseExpired } from "./lease.js";
+import { LostFinishes } from "./lost-finishes.js";
 import { requestFromLease, type Request, type Result } from "./request.js";
 import { fromDuration, toDuration } from "./time.js";
 import type { Worker } from "./worker.js";
@@ -80,7 +81,9 @@ export class Session {
   /** The leases held, by token. */
   private readonly leases = new Map<bigint, Held>();
   /** Tokens of lost leases whose Finish was sent: the sidecar's refusal is expected. */
-  private readonly lostFinishes = new Set<bigint>();
+  private readonly lostFinishes = new LostFinishes();
+  /** Drops the lost leases' Finishes left unanswered (see LostFinishes); one per stream. */
+  private forgetTimer: NodeJS.Timeout | undefined;
   /** Resolves with the call's final status. */
   private readonly done: Promise<StatusObject>;
   private onOpened: ((o: WorkResponse_Opened) => void) | undefined;
@@ -129,8 +132,10 @@ export class Session {
           credits: this.window,
           leaseTtl: w.options.leaseTtl === undefined ? undefined : toDuration(w.options.leaseTtl),
           includeObject: w.options.includeObject ?? false,
-          // Every Finish answered, as before the field existed.
-          ackFailuresOnly: false,
+          // Nothing waits on a Finish's answer: a refusal is only logged
+          // (onFinishAck). So the sidecar answers only those, one message
+          // less per lease; a sidecar older than the field answers them all.
+          ackFailuresOnly: true,
         },
       },
     });
@@ -147,12 +152,17 @@ export class Session {
       const ttl = fromDuration(first.leaseTtl);
       this.leaseTtl = ttl !== undefined && ttl > 0 ? ttl : DEFAULT_LEASE_TTL_MS;
       this.extendEvery = extendInterval(this.leaseTtl);
+      // An applied Finish is not answered: a lost lease the sidecar still
+      // held gets no answer, so its token is dropped a TTL after its Finish
+      // went out (a refusal comes within a round trip). A sidecar older than
+      // the field says false and answers every Finish, as before.
+      this.lostFinishes.forgetAfter = first.ackFailuresOnly ? this.leaseTtl : undefined;
       if (first.maxCredits > 0 && first.maxCredits < w.concurrency) {
         w.log.warn("concurrency is over the sidecar's window; capped", { concurrency: w.concurrency, maxCredits: first.maxCredits });
         this.maxWindow = first.maxCredits;
         this.window = Math.min(this.window, first.maxCredits);
       }
-      w.log.info("work stream open", { queue: w.queue, credits: first.credits, leaseTtlMs: this.leaseTtl });
+      w.log.info("work stream open", { queue: w.queue, credits: first.credits, leaseTtlMs: this.leaseTtl, ackFailuresOnly: first.ackFailuresOnly });
     } finally {
       clearTimeout(timeout);
       signal.removeEventListener("abort", onAbort);
@@ -259,7 +269,7 @@ export class Session {
   }
 
   private onFinishAck(a: WorkResponse_FinishAck): void {
-    if (this.lostFinishes.delete(a.token)) return; // the refusal expected for a lost lease
+    if (this.lostFinishes.answered(a.token)) return; // the refusal expected for a lost lease
     if (a.code === Status.OK) return;
     this.worker.log.warn("the sidecar refused a finish", { key: a.key, err: errorForCode("finish", a.code, a.message) });
   }
@@ -337,7 +347,23 @@ export class Session {
         value: { key: h.key, token: h.token, outcome: { $case: "retry", value: { error: "lease lost before the worker finished" } } },
       },
     });
-    if (sent) this.lostFinishes.add(h.token);
+    if (sent) {
+      this.lostFinishes.add(h.token, Date.now());
+      this.forgetUnanswered();
+    }
+  }
+
+  /** Arms the one timer that drops lost leases' Finishes left unanswered a TTL, if one is due. */
+  private forgetUnanswered(): void {
+    if (this.forgetTimer !== undefined || this.closed) return;
+    const at = this.lostFinishes.nextExpiry();
+    if (at === undefined) return;
+    this.forgetTimer = setTimeout(() => {
+      this.forgetTimer = undefined;
+      this.lostFinishes.prune(Date.now());
+      this.forgetUnanswered();
+    }, Math.max(0, at - Date.now()));
+    this.forgetTimer.unref();
   }
 
   private forget(h: Held): void {
@@ -365,6 +391,7 @@ export class Session {
   private end(why: LeaseLostWhy): number {
     this.detach();
     this.closed = true;
+    clearTimeout(this.forgetTimer);
     const n = this.leases.size;
     for (const h of [...this.leases.values()]) h.lose(why);
     this.call.cancel();

@@ -3,7 +3,11 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
+import { credentials } from "@grpc/grpc-js";
+
+import { WorkQueueServiceClient, type WorkResponse } from "../src/gen/workqueue/v1/workqueue.js";
 import { LeaseLostError, StopRequestedError, type Client, type Reconcile, type Request, type Result, type RunOptions } from "../src/index.js";
+import { Session } from "../src/session.js";
 import { blockFor, eventually, Fixture, RecordingLogger, sleep } from "./sidecar.js";
 
 /** One reconcile call: its request, when it ran, and why its signal aborted (if it did). */
@@ -302,4 +306,38 @@ test("C9 the concurrency limit holds: never more than n at once, every key recon
   await eventually("every key to be reconciled", () => keys.every((k) => rec.of(k).some((a) => a.end !== undefined)), 20_000);
   assert.ok(rec.maxRunning <= 3, `${rec.maxRunning} reconciles ran at once`);
   assert.ok(rec.maxRunning >= 2, `only ${rec.maxRunning} ran at once; the window was not used`);
+});
+
+test("only a refused Finish is answered, and it is still logged: a lease ended by a unary Done", async (t) => {
+  const f = new Fixture(t);
+  const sidecar = await f.sidecar();
+  const log = new RecordingLogger();
+  const client = await f.client(sidecar.target, log);
+  const q = client.queue("default");
+  // Every FinishAck the session hears.
+  const acks: { key: string; code: number }[] = [];
+  const proto = Session.prototype as unknown as { receive(m: WorkResponse): void };
+  const receive = proto.receive;
+  proto.receive = function (this: Session, m: WorkResponse) {
+    if (m.kind?.$case === "finishAck") acks.push({ key: m.kind.value.key, code: m.kind.value.code });
+    receive.call(this, m);
+  };
+  f.defer(() => void (proto.receive = receive));
+  // The raw API, to end one lease behind the worker's back: its Finish is then refused (stale token).
+  const raw = new WorkQueueServiceClient(sidecar.target, credentials.createInsecure());
+  f.defer(() => raw.close());
+  const rec = new Recorder(async (req) => {
+    if (req.key !== "ns/done-elsewhere") return;
+    await new Promise<void>((resolve, reject) =>
+      raw.done({ queue: "default", key: req.key, token: req.token }, (err) => (err ? reject(err) : resolve())),
+    );
+  });
+  await q.add("ns/a", "ns/b", "ns/done-elsewhere", "ns/c");
+  runWorker(f, client, "default", rec.reconcile);
+  await eventually("every key reconciled and the refusal heard", () => rec.attempts.filter((a) => a.end).length === 4 && acks.length >= 1);
+  for (const key of ["ns/a", "ns/b", "ns/c"]) await eventually(`${key} absent`, async () => (await q.keyState(key)).state === "ABSENT");
+  await sleep(200); // an answer to an applied Finish would have come by now
+  assert.deepEqual(acks, [{ key: "ns/done-elsewhere", code: 9 }]);
+  assert.ok(log.lines.some((l) => l.message === "work stream open" && l.fields?.["ackFailuresOnly"] === true), "Opened did not say only failures are answered");
+  assert.ok(log.has("the sidecar refused a finish", "ns/done-elsewhere"), "the refused Finish was not warned of");
 });

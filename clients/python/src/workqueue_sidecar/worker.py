@@ -23,6 +23,7 @@ from typing import Any
 
 import grpc
 
+from ._lost_finishes import LostFinishes
 from ._wire import Seconds, from_duration, from_timestamp, seconds, to_duration
 from .errors import from_rpc_error
 from .objects import Objects
@@ -44,6 +45,8 @@ EXTEND_FRACTION = 1 / 3
 CLOSE_TIMEOUT = 5.0
 #: How long cancelled reconciles get to unwind before the stream moves on.
 UNWIND_TIMEOUT = 5.0
+#: The sidecar's default lease TTL, for an Opened that carries none.
+DEFAULT_LEASE_TTL = 30.0
 #: Status codes of a Work stream that reconnecting cannot fix: run() raises them.
 FATAL_CODES = frozenset(
     {grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNIMPLEMENTED}
@@ -174,8 +177,8 @@ class _Stream:
     tick: asyncio.TimerHandle | None = None
     tick_at: float = float("inf")
     #: Tokens of lost leases whose Finish was sent: the sidecar's refusal of
-    #: them is expected, not worth a warning.
-    lost_finishes: set[int] = field(default_factory=set)
+    #: them is expected, not worth a warning (see LostFinishes).
+    lost_finishes: LostFinishes = field(default_factory=LostFinishes)
     stopping: bool = False
     #: The stream is going away: a cancelled pool task ends instead of moving on.
     closing: bool = False
@@ -193,6 +196,10 @@ class _Stream:
             credits=w.concurrency,
             lease_ttl=None if w.lease_ttl is None else to_duration(w.lease_ttl),
             include_object=w.include_object,
+            # Nothing waits on a Finish's answer: a refusal is only logged
+            # (_dispatch). So the sidecar answers only those, one message less
+            # per lease; a sidecar older than the field answers them all.
+            ack_failures_only=True,
         )
         self.outbox.put_nowait(pb.WorkRequest(open=open_))
         writer = asyncio.create_task(self._write(), name=f"workqueue {w.queue}: writer")
@@ -258,8 +265,8 @@ class _Stream:
             self._on_lease(message.lease)
         elif kind == "finish_ack":
             ack = message.finish_ack
-            if ack.token in self.lost_finishes:
-                self.lost_finishes.discard(ack.token)  # the refusal expected for a lost lease
+            if self.lost_finishes.answered(ack.token):
+                pass  # the refusal expected for a lost lease
             elif ack.code:
                 logger.warning("finish of %r refused by the sidecar (code %d): %s", ack.key, ack.code, ack.message)
         elif kind == "extended":
@@ -282,6 +289,13 @@ class _Stream:
         ttl = from_duration(opened.lease_ttl).total_seconds()
         self.extend_every = ttl * EXTEND_FRACTION if ttl > 0 else None
         w = self.worker
+        if opened.ack_failures_only:
+            # An applied Finish is not answered: a lost lease the sidecar still
+            # held gets no answer, so its token is dropped a TTL after its
+            # Finish went out (a refusal comes within a round trip).
+            self.lost_finishes.forget_after = ttl if ttl > 0 else DEFAULT_LEASE_TTL
+        # Else a sidecar older than Open.ack_failures_only: every Finish is
+        # answered, and a lost lease's token stays until its answer.
         if opened.credits < w.concurrency:
             logger.warning(
                 "the sidecar caps the window at %d leases; concurrency %d is not reached",
@@ -289,7 +303,12 @@ class _Stream:
                 w.concurrency,
             )
         logger.info(
-            "working on queue %r as %r: %d at a time, leases of %.3gs", w.queue, w.worker_name, opened.credits, ttl
+            "working on queue %r as %r: %d at a time, leases of %.3gs, %s",
+            w.queue,
+            w.worker_name,
+            opened.credits,
+            ttl,
+            "only failed finishes answered" if opened.ack_failures_only else "every finish answered",
         )
 
     def _on_lease(self, lease: pb.Lease) -> None:
@@ -343,11 +362,13 @@ class _Stream:
         arrived or was last extended ``extend_every`` ago (so one goes out every
         third to half of the TTL), and the reconcile of one whose deadline passed
         unextended (the sidecar froze or is unreachable, or this process was
-        stopped) is cancelled, as the key may be someone else's by now. It then
-        sleeps half of ``extend_every``, or until the earliest deadline sooner."""
+        stopped) is cancelled, as the key may be someone else's by now; lost
+        leases' Finishes left unanswered a TTL are forgotten. It then sleeps half
+        of ``extend_every``, or until the earliest deadline sooner."""
         self.tick = None
         self.tick_at = float("inf")
         now = asyncio.get_running_loop().time()
+        self.lost_finishes.prune(now)
         every = self.extend_every
         wake = now + self._tick_every()
         for held in self.held.values():
@@ -365,7 +386,7 @@ class _Stream:
                 extend.token = request.token
                 self.send(message)
             wake = min(wake, held.deadline)
-        if self.held:
+        if self.held or (self.lost_finishes.forget_after is not None and self.lost_finishes):
             self._wake_by(wake)
 
     def _lose(self, held: _Held, why: str) -> None:
@@ -450,7 +471,7 @@ class _Stream:
             # Finish (FAILED_PRECONDITION, nothing changes) and gives the
             # lease's credit back. Every lease gets exactly one Finish, so the
             # sidecar can tell a worker that stopped reading from one that heard.
-            self.lost_finishes.add(request.token)
+            self.lost_finishes.add(request.token, asyncio.get_running_loop().time())
             finish.retry.error = f"lease lost: {held.lost}"
             return message
         if held.abandoned:

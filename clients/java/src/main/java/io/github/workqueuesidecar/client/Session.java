@@ -8,9 +8,7 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HashMap;
-import java.util.HashSet;
 import java.util.Map;
-import java.util.Set;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import workqueue.v1.Workqueue;
@@ -42,7 +40,9 @@ final class Session {
   private int maxWindow;
   private final Map<Long, HeldLease> leases = new HashMap<>();
   /** Tokens of lost leases whose Finish was sent: the sidecar's refusal is expected. */
-  private final Set<Long> lostFinishes = new HashSet<>();
+  private final LostFinishes lostFinishes = new LostFinishes();
+  /** Drops the lost leases' Finishes left unanswered (see LostFinishes); one per stream. */
+  private ScheduledFuture<?> forgetTimer;
   private ScheduledFuture<?> openTimer;
   private ScheduledFuture<?> stopTimer;
   private ScheduledFuture<?> closeTimer;
@@ -86,7 +86,11 @@ final class Session {
         .setQueue(w.queue.name())
         .setWorker(w.queue.client().options().workerName())
         .setCredits(window)
-        .setIncludeObject(w.options.objectIncluded());
+        .setIncludeObject(w.options.objectIncluded())
+        // Nothing waits on a Finish's answer: a refusal is only logged (onFinishAck). So the
+        // sidecar answers only those, one message less per lease; a sidecar older than the field
+        // answers them all.
+        .setAckFailuresOnly(true);
     if (w.options.leaseTtl() != null) {
       open.setLeaseTtl(Protos.duration(w.options.leaseTtl()));
     }
@@ -123,13 +127,18 @@ final class Session {
       ttl = given;
     }
     extendEvery = ttl.dividedBy(3).compareTo(Worker.MIN_EXTEND_EVERY) < 0 ? Worker.MIN_EXTEND_EVERY : ttl.dividedBy(3);
+    // An applied Finish is not answered: a lost lease the sidecar still held gets no answer, so its
+    // token is dropped a TTL after its Finish went out (a refusal comes within a round trip). A
+    // sidecar older than the field says false and answers every Finish, as before.
+    lostFinishes.forgetAfter(opened.getAckFailuresOnly() ? ttl : null);
     int limit = opened.getMaxCredits();
     if (limit > 0 && limit < maxWindow) {
       LOG.log(Level.WARNING, "workqueue: concurrency {0} is over the sidecar''s window {1}; capped", maxWindow, limit);
       maxWindow = limit;
       window = Math.min(window, limit);
     }
-    LOG.log(Level.INFO, "workqueue: work stream on queue {0} open (credits {1}, lease ttl {2})", w.queue.name(), opened.getCredits(), ttl);
+    LOG.log(Level.INFO, "workqueue: work stream on queue {0} open (credits {1}, lease ttl {2}, {3})", w.queue.name(), opened.getCredits(), ttl,
+        opened.getAckFailuresOnly() ? "only failed finishes answered" : "every finish answered");
   }
 
   private void onLease(Workqueue.Lease l) {
@@ -254,8 +263,21 @@ final class Session {
         .setRetry(Workqueue.Retry.newBuilder().setError("lease lost before the worker finished"))
         .build();
     if (send(WorkRequest.newBuilder().setFinish(finish).build())) {
-      lostFinishes.add(h.token);
+      lostFinishes.add(h.token, w.now());
+      forgetUnanswered();
     }
+  }
+
+  /** Arms the one timer that drops lost leases' Finishes left unanswered a TTL, if one is due. */
+  private void forgetUnanswered() {
+    if (forgetTimer != null || phase == Phase.CLOSED) {
+      return;
+    }
+    lostFinishes.nextExpiry().ifPresent(at -> forgetTimer = w.schedule(Duration.between(w.now(), at), () -> {
+      forgetTimer = null;
+      lostFinishes.prune(w.now());
+      forgetUnanswered();
+    }));
   }
 
   private void extend(HeldLease h) {
@@ -297,7 +319,7 @@ final class Session {
   }
 
   private void onFinishAck(WorkResponse.FinishAck a) {
-    if (lostFinishes.remove(a.getToken()) || a.getCode() == 0) {
+    if (lostFinishes.answered(a.getToken()) || a.getCode() == 0) {
       return;
     }
     LOG.log(Level.WARNING, "workqueue: the sidecar refused the finish of {0}: {1}: {2}", a.getKey(), Status.fromCodeValue(a.getCode()).getCode(), a.getMessage());
@@ -381,6 +403,7 @@ final class Session {
     cancel(openTimer);
     cancel(stopTimer);
     cancel(closeTimer);
+    cancel(forgetTimer);
     int n = 0;
     for (HeldLease h : leases.values()) {
       if (!h.lost()) {

@@ -388,4 +388,48 @@ class WorkerTest {
     assertEquals(Set.copyOf(keys), Recorder.keys(r.all()).stream().collect(Collectors.toSet()));
     assertEquals(keys.size(), r.count());
   }
+
+  @Test
+  @DisplayName("the stream opens with ack_failures_only, and a Finish the sidecar refuses is still answered and warned of")
+  void onlyARefusedFinishIsAnswered() {
+    java.util.logging.Logger log = java.util.logging.Logger.getLogger(Session.class.getName());
+    List<String> lines = new CopyOnWriteArrayList<>();
+    java.util.logging.Handler handler = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord r) {
+        lines.add(r.getLevel() + " " + new java.util.logging.SimpleFormatter().formatMessage(r));
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    log.addHandler(handler);
+    try {
+      WorkqueueClient client = client(sidecar(null));
+      Queue q = client.queue("default");
+      // One lease is ended behind the worker's back by a unary Done: its Finish is then refused (stale token).
+      Recorder r = new Recorder((req, sig, n) -> {
+        if (req.key().equals("ns/done-elsewhere")) {
+          client.queueStub.done(workqueue.v1.Workqueue.DoneRequest.newBuilder()
+              .setQueue(req.queue()).setKey(req.key()).setToken(req.lease().token()).build());
+        }
+        return Result.done();
+      });
+      q.add("ns/a", "ns/done-elsewhere", "ns/b");
+      try (Worker w = start(q, r, RunOptions.concurrency(1))) {
+        eventually("every key reconciled", () -> r.returned() == 3);
+        eventually("the refusal warned of", () -> lines.stream().anyMatch(l -> l.contains("refused the finish of ns/done-elsewhere")));
+        eventually("the other keys absent", () -> state(q, "ns/a", KeyStatus.State.ABSENT) && state(q, "ns/b", KeyStatus.State.ABSENT));
+      }
+    } finally {
+      log.removeHandler(handler);
+    }
+    assertTrue(lines.stream().anyMatch(l -> l.contains("only failed finishes answered")), String.join("\n", lines));
+    assertTrue(lines.stream().anyMatch(l -> l.startsWith("WARNING ") && l.contains("refused the finish of ns/done-elsewhere: FAILED_PRECONDITION")),
+        String.join("\n", lines));
+    assertEquals(1, lines.stream().filter(l -> l.contains("refused the finish")).count(), String.join("\n", lines));
+  }
 }

@@ -1,0 +1,106 @@
+// The Work stream's session driven directly, over a fake call (no sidecar):
+// what it asks for in Open and what it makes of Opened.ackFailuresOnly.
+import assert from "node:assert/strict";
+import { EventEmitter } from "node:events";
+import { test } from "node:test";
+
+import type { ClientDuplexStream } from "@grpc/grpc-js";
+
+import type { WorkRequest, WorkResponse } from "../src/gen/workqueue/v1/workqueue.js";
+import { LostFinishes } from "../src/lost-finishes.js";
+import { Session } from "../src/session.js";
+import { toDuration } from "../src/time.js";
+import type { Worker } from "../src/worker.js";
+import { RecordingLogger, sleep } from "./sidecar.js";
+
+/** A Work call that records what is written and hands the session what a test sends. */
+class FakeCall extends EventEmitter {
+  readonly written: WorkRequest[] = [];
+  write(req: WorkRequest): boolean {
+    this.written.push(req);
+    return true;
+  }
+  cancel(): void {
+    this.emit("status", { code: 1, details: "cancelled", metadata: undefined });
+  }
+  end(): void {
+    this.emit("status", { code: 0, details: "", metadata: undefined });
+  }
+  receive(m: WorkResponse): void {
+    this.emit("data", m);
+  }
+}
+
+/** What a Session reads of its Worker. */
+function fakeWorker(log: RecordingLogger): Worker {
+  const w = { queue: "q", workerName: "test", concurrency: 1, options: {}, log, current: undefined, freeSlots: () => 1 };
+  return w as unknown as Worker;
+}
+
+/** Opens a session whose sidecar answers Open with ackFailuresOnly and a lease TTL of ttlMs. */
+async function opened(ackFailuresOnly: boolean, ttlMs: number): Promise<{ session: Session; call: FakeCall; log: RecordingLogger }> {
+  const call = new FakeCall();
+  const log = new RecordingLogger();
+  const session = new Session(fakeWorker(log), call as unknown as ClientDuplexStream<WorkRequest, WorkResponse>);
+  const open = session.open(new AbortController().signal);
+  call.receive({ kind: { $case: "opened", value: { leaseTtl: toDuration(ttlMs), maxCredits: 100, credits: 1, ackFailuresOnly } } });
+  await open;
+  return { session, call, log };
+}
+
+/** The session's private parts a test reads. */
+interface Inside {
+  lostFinishes: LostFinishes;
+  finishLost(h: { key: string; token: bigint }): void;
+}
+
+test("a session opens its stream asking that only failed Finishes be answered", async () => {
+  const { call } = await opened(true, 30_000);
+  const open = call.written[0]?.kind;
+  assert.equal(open?.$case, "open");
+  assert.equal(open.value.ackFailuresOnly, true);
+});
+
+test("a lost lease's Finish left unanswered is forgotten a TTL after it went out, when only failures are answered", async () => {
+  const { session, call, log } = await opened(true, 50);
+  const inside = session as unknown as Inside;
+  assert.equal(inside.lostFinishes.forgetAfter, 50);
+  assert.ok(log.has("work stream open"));
+  inside.finishLost({ key: "ns/lost", token: 7n });
+  assert.equal(call.written[1]?.kind?.$case, "finish");
+  assert.ok(inside.lostFinishes.has(7n));
+  await sleep(150);
+  assert.equal(inside.lostFinishes.size, 0, "the unanswered token is still awaited three TTLs later");
+  call.cancel();
+});
+
+test("a sidecar that answers every Finish (older than ackFailuresOnly) keeps a lost lease's token until its refusal", async () => {
+  const { session, call, log } = await opened(false, 50);
+  const inside = session as unknown as Inside;
+  assert.equal(inside.lostFinishes.forgetAfter, undefined);
+  inside.finishLost({ key: "ns/lost", token: 7n });
+  await sleep(150);
+  assert.ok(inside.lostFinishes.has(7n), "the token was dropped before its refusal came");
+  call.receive({ kind: { $case: "finishAck", value: { key: "ns/lost", token: 7n, code: 9, message: "stale" } } });
+  call.receive({ kind: { $case: "finishAck", value: { key: "ns/ok", token: 8n, code: 0, message: "" } } });
+  assert.equal(inside.lostFinishes.size, 0);
+  assert.ok(!log.lines.some((l) => l.level === "warn"), "an expected refusal or an OK answer was warned of");
+  call.receive({ kind: { $case: "finishAck", value: { key: "ns/other", token: 9n, code: 9, message: "stale" } } });
+  assert.ok(log.has("the sidecar refused a finish", "ns/other"), "an unexpected refusal was not warned of");
+  call.cancel();
+});
+
+test("LostFinishes drops tokens in the order they went out, once forgetAfter has passed", () => {
+  const lost = new LostFinishes();
+  lost.add(1n, 1_000);
+  lost.add(2n, 2_000);
+  lost.prune(1_000_000);
+  assert.equal(lost.size, 2, "without forgetAfter nothing is dropped");
+  lost.forgetAfter = 1_500;
+  assert.equal(lost.nextExpiry(), 2_500);
+  lost.prune(3_499);
+  assert.ok(!lost.has(1n) && lost.has(2n));
+  assert.equal(lost.nextExpiry(), 3_500);
+  assert.ok(lost.answered(2n) && !lost.answered(2n));
+  assert.equal(lost.nextExpiry(), undefined);
+});
