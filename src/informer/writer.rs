@@ -94,6 +94,7 @@ impl InformerWriter {
         }
         let Some(new) = self.shape(object) else { return };
         let old = self.informer.store_mut().apply(new.clone());
+        self.saw(&new);
         match (&old, self.phase == Phase::FirstList) {
             (_, true) => self.deliver(Change::InitialList { new: &new }),
             (None, false) => self.deliver(Change::Added { new: &new }),
@@ -122,6 +123,7 @@ impl InformerWriter {
         }
         let Some(new) = self.shape(object) else { return };
         let old = self.informer.store_mut().apply(new.clone());
+        self.saw(&new);
         match &old {
             None => self.deliver(Change::Added { new: &new }),
             Some(old) => self.deliver(Change::Updated { old, new: &new }),
@@ -135,6 +137,7 @@ impl InformerWriter {
         }
         let Some(last) = self.shape(object) else { return };
         self.informer.store_mut().delete(last.clone(), Instant::now());
+        self.saw(&last);
         self.deliver(Change::Deleted { last: &last });
     }
 
@@ -154,17 +157,21 @@ impl InformerWriter {
 
     fn shape(&self, object: DynamicObject) -> Option<Arc<CachedObject>> {
         match self.shaping.shape(object) {
-            Ok(object) => {
-                if let Some(version) = object.meta.numeric_resource_version() {
-                    self.informer.saw_version(version);
-                }
-                Some(Arc::new(object))
-            }
+            Ok(object) => Some(Arc::new(object)),
             Err(err) => {
                 self.informer.counters().dropped.fetch_add(1, Ordering::Relaxed);
                 warn!(informer = %self.informer.name(), %err, "object not stored: cannot serialize it");
                 None
             }
+        }
+    }
+
+    /// Records that the cache has `object`'s version. Called only once the
+    /// store holds it: a read waiting for that version (read-your-writes)
+    /// wakes here and must find the object in the store, not its old state.
+    fn saw(&self, object: &CachedObject) {
+        if let Some(version) = object.meta.numeric_resource_version() {
+            self.informer.saw_version(version);
         }
     }
 
