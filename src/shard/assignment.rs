@@ -22,9 +22,10 @@ use super::slot::{SLOTS, Slot, SlotSet};
 const NONE: u16 = u16::MAX;
 
 /// Tokens per member. A member's share is about `1/N` within roughly
-/// `1/sqrt(TOKENS)` (6 %) of itself: over 50 groups of 3 random identities
-/// the largest share was 1.04 times the fair one at the median and 1.14 at
-/// most (64 tokens: 1.11 and 1.20). Its slots form at most `TOKENS + 1`
+/// `1/sqrt(TOKENS)` (6 %) of itself (a one-off script, not kept: over 50
+/// groups of 3 random identities the largest share was 1.04 times the fair
+/// one at the median, 1.14 at most; the test below only bounds it within
+/// 0.5 to 1.6). Its slots form at most `TOKENS + 1`
 /// runs, so its selector names at most 257 ranges (about 27 KB in a URL,
 /// which the API server takes).
 pub const TOKENS: usize = 256;
