@@ -14,7 +14,7 @@ use tracing::{debug, info};
 
 use crate::informer::{ShardBy, SharedInformer};
 use crate::metrics::ShardMetrics;
-use crate::queue::ShardOf;
+use crate::queue::{ShardOf, ShardsChanged};
 use crate::queue_registry::Queue;
 use crate::shard::{Effect, Slot, SlotSet, shard_hash};
 use crate::shard_membership::ShardEvent;
@@ -52,15 +52,17 @@ pub async fn follow_shards(
 ) {
     let mut owned = SlotSet::EMPTY;
     let apply = |owned: &SlotSet| {
-        let handed_back: usize = queues.iter().map(|queue| queue.set_owned_shards(*owned)).sum();
+        let changed =
+            queues.iter().map(|queue| queue.set_owned_shards(*owned)).fold(ShardsChanged::default(), |a, b| a + b);
         metrics.slots_owned.set(owned.len() as i64);
         owned_slots.send_if_modified(|listed| {
             let changed = *listed != Some(*owned);
             *listed = Some(*owned);
             changed
         });
-        metrics.leases_handed_back.inc_by(handed_back as u64);
-        handed_back
+        metrics.leases_handed_back.inc_by(changed.leases_handed_back as u64);
+        metrics.keys_unparked.inc_by(changed.keys_unparked as u64);
+        changed.leases_handed_back
     };
     while let Some(event) = events.recv().await {
         match event {
@@ -84,6 +86,10 @@ pub async fn follow_shards(
             ShardEvent::Effect(Effect::Gained(slots)) => {
                 metrics.slots_gained.inc_by(slots.len() as u64);
                 debug!(slots = slots.len(), "shard slots gained; granted from with the next grant");
+            }
+            ShardEvent::Effect(Effect::HandedOver(took)) => {
+                metrics.handover_seconds.observe(took.as_secs_f64());
+                info!(seconds = took.as_secs_f64(), "shard handover to this replica complete");
             }
         }
     }

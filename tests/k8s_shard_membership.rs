@@ -59,7 +59,7 @@ impl Replica {
                     ShardEvent::Effect(Effect::Revoke(slots)) => {
                         let _ = ended_tx.send(slots);
                     }
-                    ShardEvent::Effect(Effect::Gained(_)) => {}
+                    ShardEvent::Effect(Effect::Gained(_) | Effect::HandedOver(_)) => {}
                 }
             }
         });

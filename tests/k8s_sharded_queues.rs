@@ -5,7 +5,8 @@
 //! throughout, and no key is ever held by two workers. Twice: with the
 //! informer listing every object (keys of other slots parked), and with the
 //! informer listing only the replica's slots (KEP-5866's `shardSelector`),
-//! where each replica's cache holds its own share.
+//! where each replica's cache holds its own share and, as its slots change,
+//! lists only the slots it gained.
 
 #[path = "support/holding_worker.rs"]
 mod holding_worker;
@@ -30,6 +31,8 @@ use workqueue_sidecar::grpc::pb;
 const OBJECTS: usize = 120;
 const MORE: usize = 20;
 const QUEUE: &str = "q";
+/// Objects the replica's informer received in lists.
+const LISTED: &str = r#"workqueue_sidecar_informer_objects_listed_total{informer="cms"}"#;
 /// Long enough for a loaded machine; the figures are printed, not asserted.
 const WITHIN: Duration = Duration::from_secs(40);
 
@@ -137,6 +140,18 @@ async fn check_key_states(informer: Informer, tracker: &Tracker, replicas: &[(us
     }
 }
 
+/// The handovers a replica timed: how many, and their seconds in all.
+async fn handovers(replica: &Sidecar) -> (f64, f64) {
+    let count = replica.metric("workqueue_sidecar_shard_handover_seconds_count").await;
+    let sum = replica.metric("workqueue_sidecar_shard_handover_seconds_sum").await;
+    (count.unwrap_or(-1.0), sum.unwrap_or(-1.0))
+}
+
+/// Queued keys a replica started granting because their slot moved to it.
+async fn unparked(replica: &Sidecar) -> f64 {
+    replica.metric("workqueue_sidecar_shard_keys_unparked_total").await.unwrap_or(-1.0)
+}
+
 /// How many keys each worker holds now.
 fn shares(tracker: &Tracker) -> BTreeMap<usize, usize> {
     let mut shares = BTreeMap::new();
@@ -204,12 +219,30 @@ async fn replicas_come_and_go(informer: Informer) {
     println!("r0 handed back {moved} leases as r1 and r2 joined");
     assert!(moved > 0.0, "r0 handed keys over as the others joined");
 
+    // Each joiner was handed slots r0 held.
+    let joined = [handovers(&r1).await, handovers(&r2).await];
+    assert!(joined.iter().all(|(count, _)| *count >= 1.0), "r1 and r2 each timed a handover: {joined:?}");
+
     // r0 dies without a word: its keys wait for its Lease to expire.
+    let unparked_before = unparked(&r1).await + unparked(&r2).await;
     r0.send_signal("KILL");
     held_by(&tracker, keys, &[1, 2], "r0 killed: r1 and r2 took its keys over").await;
     check_caches(informer, &tracker, &[(1, &r1), (2, &r2)], keys).await;
+    for (name, replica, (count_before, sum_before)) in [("r1", &r1, joined[0]), ("r2", &r2, joined[1])] {
+        let (count, sum) = handovers(replica).await;
+        println!("{name} took r0's slots over in {:.1} s (its Lease lasts 3 s)", sum - sum_before);
+        assert_eq!(count, count_before + 1.0, "{name} timed the takeover as one handover");
+    }
+    let unparked = unparked(&r1).await + unparked(&r2).await - unparked_before;
+    println!("keys unparked by r1 and r2 as they took r0's slots: {unparked}");
+    if informer == Informer::Whole {
+        // Their queues held r0's keys, set aside; now they grant them.
+        assert!(unparked > 0.0, "r0's keys, parked at r1 and r2, moved to them");
+    }
 
     // r1 leaves cleanly: it hands its slots over without waiting for expiry.
+    let listed_before = r2.metric(LISTED).await.unwrap_or(-1.0);
+    let r2_cached_before = cached(&[&r2]).await[0];
     let left = Instant::now();
     r1.send_signal("TERM");
     create(&cms, keys..keys + MORE).await;
@@ -223,6 +256,18 @@ async fn replicas_come_and_go(informer: Informer) {
     if informer == Informer::Sharded {
         // The API server applied the selector: nothing outside it was sent.
         assert!(!r2.logs().contains("does not filter"), "the server filtered by shardSelector");
+        // r2 followed every change of its slots without listing its share
+        // again: one whole list at its start, then only the slots it gained.
+        // Taking r1's slots, it listed at most the objects not in its cache.
+        let lists = r2.metric(r#"workqueue_sidecar_informer_lists_total{informer="cms"}"#).await;
+        let logs = r2.logs();
+        let why: Vec<&str> =
+            logs.lines().filter(|line| line.contains("shard_list_watch") && !line.contains("INFO")).collect();
+        assert_eq!(lists, Some(1.0), "r2 listed its whole share once, at its start; its warnings: {why:#?}");
+        let listed = r2.metric(LISTED).await.unwrap_or(-1.0) - listed_before;
+        println!("r2 listed {listed} objects taking r1's slots, with {r2_cached_before} of {keys} cached before");
+        assert!(listed > 0.0, "r2 listed the objects of the slots it gained");
+        assert!(listed <= keys as f64 - r2_cached_before, "r2 listed only the slots it gained: {listed} objects");
     }
     let _ = std::fs::remove_file(config);
     ns.delete().await;

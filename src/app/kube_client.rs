@@ -4,14 +4,12 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use crate::informer::{ShardSelectors, WatchProgress};
+use crate::informer::WatchProgress;
 
 /// What the informers' client does besides talking to the API server.
 pub struct InformerMiddleware<'a> {
     /// Told when a watch request is answered.
     pub progress: &'a WatchProgress,
-    /// Adds the sharded informers' `shardSelector` to their lists and watches.
-    pub selectors: &'a ShardSelectors,
 }
 
 /// A client from `kubeconfig`, else inferred; the informers' client has
@@ -32,9 +30,7 @@ pub async fn kube_client(
     };
     let builder = kube::client::ClientBuilder::try_from(config).context("building the Kubernetes client")?;
     Ok(match informers {
-        Some(InformerMiddleware { progress, selectors }) => {
-            builder.with_layer(&progress.layer()).with_layer(&selectors.layer()).build()
-        }
+        Some(InformerMiddleware { progress }) => builder.with_layer(&progress.layer()).build(),
         None => builder.build(),
     })
 }

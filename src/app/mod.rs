@@ -21,7 +21,7 @@ use crate::admin::{self, Readiness};
 use crate::config::Config;
 use crate::freshness::Freshness;
 use crate::grpc;
-use crate::informer::{InformerRegistry, InformerWatches, ShardSelectors, ShardWatch, WatchProgress};
+use crate::informer::{InformerRegistry, InformerWatches, ShardWatch, WatchProgress};
 use crate::informer::{QueueBinding, ShardBy};
 use crate::leader::{ElectionSettings, Elector, Leadership};
 use crate::metrics::{self, Metrics};
@@ -90,13 +90,12 @@ impl Sidecar {
             })
             .context("creating the queues")?,
         );
-        let selectors = ShardSelectors::default();
         // Informers only when configured: the standalone mode needs no Kubernetes.
         let (informers, mut watches, writer) = if config.informers.is_empty() {
             (InformerRegistry::empty(), InformerWatches::none(), None)
         } else {
             let progress = WatchProgress::default();
-            let middleware = InformerMiddleware { progress: &progress, selectors: &selectors };
+            let middleware = InformerMiddleware { progress: &progress };
             let client = kube_client(kubeconfig.as_deref(), Some(middleware)).await?;
             let bindings = bindings.iter().map(|(name, binding)| (name.as_str(), binding));
             let writer = ObjectWriter::new(client.clone(), config.field_manager.clone());
@@ -113,7 +112,7 @@ impl Sidecar {
             Some(membership) => {
                 queues.follow_shard_view(membership.view());
                 let (owned, owned_rx) = watch::channel(None);
-                watches.shard(ShardWatch { owned: owned_rx, selectors });
+                watches.shard(ShardWatch { owned: owned_rx });
                 Some((membership, owned))
             }
             None if watches.has_sharded() => {

@@ -20,6 +20,7 @@ mod keying;
 mod object;
 mod registry;
 mod selector;
+mod shard_list_watch;
 mod shard_watch;
 mod shared;
 mod spec;
@@ -35,7 +36,7 @@ pub use field_selector::FieldSelector;
 pub use object::{CachedObject, Meta, OwnerRef};
 pub use registry::{InformerRegistry, InformerTask, InformerWatches};
 pub use selector::LabelSelector;
-pub use shard_watch::{ShardSelectors, ShardWatch};
+pub use shard_watch::ShardWatch;
 pub use shared::SharedInformer;
 pub use spec::{
     IndexBy, IndexSpec, IndexValue, InformerSpec, LanePriorities, Predicate, QueueBinding, ShardBy, TriggerMap,

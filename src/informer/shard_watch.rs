@@ -1,28 +1,14 @@
-//! Sharded informers: list and watch only this replica's shard slots, through KEP-5866's `shardSelector` where the API server applies it and a local filter always.
-//!
-//! kube-runtime's watcher has no `shardSelector` option, so the client's
-//! middleware adds it: list and watch requests to a sharded informer's
-//! collection path get `shardSelector=<the informer's current selector>`.
-//! When the owned slots change, the informer's watch starts over (a relist
-//! under the new selector: objects of slots given up leave the cache as
-//! deletions, those of slots gained arrive as additions).
+//! Sharded informers: what they ask the API server for (KEP-5866's `shardSelector` for the owned slots) and what they keep (exactly the owned slots, whatever the server sent).
 //!
 //! A member owns at most `TOKENS + 1` runs of slots (`shard::assignment`),
 //! so the selector names each as one hash range; were there more, it would
 //! join the closest into a superset of at most [`MAX_SELECTOR_RANGES`]. The
 //! local filter keeps exactly the owned slots, and does all the work on an
 //! API server without the `ShardedListAndWatch` gate, which ignores the
-//! parameter and sends everything.
+//! parameter and sends everything. The requests themselves are made by
+//! `shard_list_watch`.
 
-use std::collections::HashMap;
-use std::sync::Arc;
-use std::task::{Context, Poll};
-
-use http::Request;
-use http::uri::{PathAndQuery, Uri};
-use parking_lot::RwLock;
 use tokio::sync::watch;
-use tower::{Layer, Service};
 
 use super::spec::ShardBy;
 use crate::shard::{HashRange, SlotSet, TOKENS, shard_hash};
@@ -88,12 +74,21 @@ impl ShardFilter {
         ShardFilter { by, owned, selected, server_ignores_selector: false }
     }
 
-    /// Whether to keep an object with this uid and namespace.
-    pub fn keeps(&mut self, uid: &str, namespace: &str) -> Kept {
-        let hash = shard_hash(match self.by {
+    /// Whether an object with this uid and namespace is of an owned slot.
+    pub fn owns(&self, uid: &str, namespace: &str) -> bool {
+        self.owned.contains_hash(self.hash(uid, namespace))
+    }
+
+    fn hash(&self, uid: &str, namespace: &str) -> u64 {
+        shard_hash(match self.by {
             ShardBy::Uid => uid,
             ShardBy::Namespace => namespace,
-        });
+        })
+    }
+
+    /// Whether to keep an object with this uid and namespace.
+    pub fn keeps(&mut self, uid: &str, namespace: &str) -> Kept {
+        let hash = self.hash(uid, namespace);
         if self.owned.contains_hash(hash) {
             Kept::Yes
         } else if self.selected.iter().any(|range| range.contains(hash)) || self.server_ignores_selector {
@@ -106,95 +101,14 @@ impl ShardFilter {
 }
 
 /// What a sharded informer's watch follows: the slots this replica owns
-/// (`None` until it first owns some), and where its selector goes.
+/// (`None` until it first owns some).
 #[derive(Clone)]
 pub struct ShardWatch {
     pub owned: watch::Receiver<Option<SlotSet>>,
-    pub selectors: ShardSelectors,
-}
-
-/// Each sharded informer's current selector, by the URL path of its list
-/// and watch requests; shared by the informers' watches (which set them) and
-/// the client's middleware (which adds them to the requests).
-#[derive(Clone, Default)]
-pub struct ShardSelectors {
-    by_path: Arc<RwLock<HashMap<String, String>>>,
-}
-
-impl ShardSelectors {
-    /// The middleware for the client the informers watch with.
-    pub fn layer(&self) -> ShardSelectorLayer {
-        ShardSelectorLayer { selectors: self.clone() }
-    }
-
-    /// Requests to `path` (no query) carry `selector` from now on.
-    pub fn set(&self, path: String, selector: String) {
-        self.by_path.write().insert(path, selector);
-    }
-
-    /// `uri` with the selector of its path added, if it has one.
-    fn apply(&self, uri: &Uri) -> Option<Uri> {
-        let by_path = self.by_path.read();
-        let selector = by_path.get(uri.path())?;
-        let encoded: String =
-            form_urlencoded::Serializer::new(String::new()).append_pair("shardSelector", selector).finish();
-        let path_and_query = match uri.query() {
-            Some(query) => format!("{}?{query}&{encoded}", uri.path()),
-            None => format!("{}?{encoded}", uri.path()),
-        };
-        let mut parts = uri.clone().into_parts();
-        parts.path_and_query = Some(PathAndQuery::try_from(path_and_query).ok()?);
-        Uri::from_parts(parts).ok()
-    }
-}
-
-#[derive(Clone)]
-pub struct ShardSelectorLayer {
-    selectors: ShardSelectors,
-}
-
-impl<S> Layer<S> for ShardSelectorLayer {
-    type Service = ShardSelectorService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        ShardSelectorService { inner, selectors: self.selectors.clone() }
-    }
-}
-
-/// Adds the `shardSelector` of a sharded informer's path to GET requests
-/// (lists and watches) of that path; passes everything else unchanged.
-#[derive(Clone)]
-pub struct ShardSelectorService<S> {
-    inner: S,
-    selectors: ShardSelectors,
-}
-
-impl<S, B> Service<Request<B>> for ShardSelectorService<S>
-where
-    S: Service<Request<B>>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: Request<B>) -> Self::Future {
-        if request.method() == http::Method::GET
-            && let Some(uri) = self.selectors.apply(request.uri())
-        {
-            *request.uri_mut() = uri;
-        }
-        self.inner.call(request)
-    }
 }
 
 #[cfg(test)]
 mod tests {
-    use tower::ServiceExt;
-
     use super::*;
     use crate::shard::Slot;
 
@@ -216,39 +130,5 @@ mod tests {
         assert_eq!(shard_selector(ShardBy::Namespace, &SlotSet::EMPTY), None);
         let one_run = shard_selector(ShardBy::Namespace, &slots(0..2048)).unwrap();
         assert_eq!(one_run, "shardRange(object.metadata.namespace, '0x0000000000000000', '0x8000000000000000')");
-    }
-
-    #[tokio::test]
-    async fn list_and_watch_requests_of_a_sharded_path_should_carry_its_selector() {
-        let selectors = ShardSelectors::default();
-        selectors.set("/api/v1/namespaces/a/configmaps".into(), "shardRange(x, '0x0', '0x1')".into());
-        let seen = |method: http::Method, uri: &'static str| {
-            let selectors = selectors.clone();
-            async move {
-                let echo = tower::service_fn(|request: Request<()>| async move {
-                    Ok::<_, std::convert::Infallible>(request.uri().to_string())
-                });
-                let request = Request::builder().method(method).uri(uri).body(()).unwrap();
-                selectors.layer().layer(echo).oneshot(request).await.unwrap()
-            }
-        };
-        let selector = "shardSelector=shardRange%28x%2C+%270x0%27%2C+%270x1%27%29";
-        assert_eq!(
-            seen(http::Method::GET, "/api/v1/namespaces/a/configmaps?watch=true").await,
-            format!("/api/v1/namespaces/a/configmaps?watch=true&{selector}")
-        );
-        assert_eq!(
-            seen(http::Method::GET, "/api/v1/namespaces/a/configmaps").await,
-            format!("/api/v1/namespaces/a/configmaps?{selector}")
-        );
-        assert_eq!(
-            seen(http::Method::GET, "/api/v1/namespaces/a/configmaps/x").await,
-            "/api/v1/namespaces/a/configmaps/x"
-        );
-        assert_eq!(seen(http::Method::GET, "/api/v1/namespaces/b/configmaps").await, "/api/v1/namespaces/b/configmaps");
-        assert_eq!(
-            seen(http::Method::POST, "/api/v1/namespaces/a/configmaps").await,
-            "/api/v1/namespaces/a/configmaps"
-        );
     }
 }

@@ -45,6 +45,9 @@ pub(super) struct Counters {
     pub dropped: AtomicU64,
     /// Lists completed: 1 after the first, one more per relist (after a 410 or an expired watch).
     pub lists_done: AtomicU64,
+    /// Objects received in lists: whole (re)lists, and a sharded informer's
+    /// lists of the slots it gained.
+    pub listed: AtomicU64,
     /// Changes handed to the subscribers, by kind; counted once every queue has them.
     pub changes: ChangeCounts,
     /// Keys a queue refused (it was shutting down).
@@ -175,6 +178,15 @@ impl SharedInformer {
     /// How many lists have completed: 1 after the first, one more per relist.
     pub fn lists_done(&self) -> u64 {
         self.counters.lists_done.load(Ordering::Relaxed)
+    }
+
+    /// Objects received in lists so far (before a sharded informer's filter).
+    pub fn objects_listed(&self) -> u64 {
+        self.counters.listed.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn count_listed(&self, objects: usize) {
+        self.counters.listed.fetch_add(objects as u64, Ordering::Relaxed);
     }
 
     /// Waits up to `wait` for the first list to finish.

@@ -118,16 +118,25 @@ impl Store {
     /// A relist ended: removes (and tombstones) every object it did not list.
     pub fn end_relist(&mut self, now: Instant) -> Vec<Arc<CachedObject>> {
         let epoch = self.epoch;
-        let gone: Vec<ObjKey> = self.objects.iter().filter(|(_, s)| s.epoch != epoch).map(|(k, _)| k.clone()).collect();
-        let mut deleted = Vec::with_capacity(gone.len());
+        self.remove_where(|slot| slot.epoch != epoch, now)
+    }
+
+    /// Removes (and tombstones) every object `keep` rejects; returns them.
+    pub fn retain(&mut self, mut keep: impl FnMut(&CachedObject) -> bool, now: Instant) -> Vec<Arc<CachedObject>> {
+        self.remove_where(|slot| !keep(&slot.object), now)
+    }
+
+    fn remove_where(&mut self, mut remove: impl FnMut(&Slot) -> bool, now: Instant) -> Vec<Arc<CachedObject>> {
+        let gone: Vec<ObjKey> = self.objects.iter().filter(|(_, s)| remove(s)).map(|(k, _)| k.clone()).collect();
+        let mut removed = Vec::with_capacity(gone.len());
         for key in gone {
             if let Some(slot) = self.objects.remove(&key) {
                 self.unfile(&key, &slot.object, false);
                 self.tombstones.insert(slot.object.clone(), now);
-                deleted.push(slot.object);
+                removed.push(slot.object);
             }
         }
-        deleted
+        removed
     }
 
     pub fn get(&self, key: &str) -> Option<Arc<CachedObject>> {

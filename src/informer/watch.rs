@@ -11,45 +11,23 @@ use kube::{Client, Resource};
 use tracing::{debug, info, warn};
 
 use super::backoff::WatchBackoff;
-use super::shard_watch::{ShardFilter, ShardWatch, shard_selector};
+use super::shard_list_watch;
+use super::shard_watch::ShardWatch;
 use super::shared::SharedInformer;
 use super::writer::InformerWriter;
-use crate::shard::SlotSet;
 
 /// Runs the informer's watch until the task is aborted. Errors are logged,
 /// mark the informer stale until the next success, and are retried after
 /// [`WatchBackoff`] (500 ms doubling to 5 s). The resync timer, when the
 /// spec has one, runs here too: the writer is this task's alone.
 ///
-/// A sharded informer (`shard`) lists nothing until this replica owns some
-/// slots, then lists and watches those, and starts over, relisting, each
-/// time the owned slots change.
+/// A sharded informer (`shard`: the slots this replica owns) runs its own
+/// list and watch instead, which follows the owned slots
+/// (`shard_list_watch`).
 pub async fn run(mut writer: InformerWriter, client: Client, streaming: bool, shard: Option<ShardWatch>) {
-    let Some(mut shard) = shard else {
-        return watch(&mut writer, client, streaming).await;
-    };
-    let informer = writer.informer().clone();
-    let by = informer.spec().shard_by.expect("a sharded watch is for a sharded informer");
-    let namespace = informer.spec().namespace.as_deref().filter(|_| informer.is_namespaced());
-    let path = DynamicObject::url_path(informer.resource(), namespace);
-    // Owned slots to list: some, and not the ones listed now. Nothing owned
-    // keeps the last selector (nothing is granted anyway).
-    let mut listed = SlotSet::EMPTY;
-    loop {
-        let next = shard.owned.wait_for(|owned| matches!(owned, Some(s) if !s.is_empty() && *s != listed)).await;
-        let owned = match next.map(|owned| *owned) {
-            Ok(owned) => owned.expect("waited for some"),
-            Err(_) => return pending().await, // the sidecar is stopping: it aborts this task
-        };
-        let selector = shard_selector(by, &owned).expect("some slot is owned");
-        info!(informer = %informer.name(), slots = owned.len(), %selector, "listing this replica's shard slots");
-        shard.selectors.set(path.clone(), selector);
-        writer.filter_shards(ShardFilter::new(by, owned));
-        listed = owned;
-        tokio::select! {
-            () = watch(&mut writer, client.clone(), streaming) => return,
-            _ = shard.owned.wait_for(|owned| matches!(owned, Some(s) if !s.is_empty() && *s != listed)) => {}
-        }
+    match shard {
+        Some(shard) => shard_list_watch::run(writer, client, shard.owned).await,
+        None => watch(&mut writer, client, streaming).await,
     }
 }
 
@@ -128,7 +106,10 @@ where
                 debug!(informer = %informer.name(), "list started");
                 writer.on_init();
             }
-            Ok(Event::InitApply(object)) => writer.on_listed(convert(object)),
+            Ok(Event::InitApply(object)) => {
+                informer.count_listed(1);
+                writer.on_listed(convert(object))
+            }
             Ok(Event::InitDone) => {
                 writer.on_list_done();
                 info!(informer = %informer.name(), objects = informer.len(), "informer synced");
@@ -142,14 +123,14 @@ where
 
 /// Ticks every `period`, the first a period from now; a late tick delays
 /// the next rather than bunching.
-fn resync_ticks(period: Duration) -> tokio::time::Interval {
+pub(super) fn resync_ticks(period: Duration) -> tokio::time::Interval {
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticks
 }
 
 /// The next resync tick; never, without a resync period.
-async fn tick(resync: &mut Option<tokio::time::Interval>) {
+pub(super) async fn tick(resync: &mut Option<tokio::time::Interval>) {
     match resync {
         Some(ticks) => {
             ticks.tick().await;

@@ -56,7 +56,7 @@ impl InformerWriter {
         self.subscribers.push(subscriber);
     }
 
-    /// Keeps only the objects `filter` keeps, from the next list on.
+    /// Keeps only the objects `filter` keeps, from the next object on.
     pub fn filter_shards(&mut self, filter: ShardFilter) {
         self.shard_filter = Some(filter);
     }
@@ -77,6 +77,21 @@ impl InformerWriter {
                 false
             }
         }
+    }
+
+    /// Removes the objects the shard filter no longer keeps (of slots given
+    /// up) and hands each to the queues as a deletion, as a relist would:
+    /// their keys' tombstones still name their slots. Returns how many.
+    pub fn drop_objects_not_kept(&mut self) -> usize {
+        let Some(filter) = &self.shard_filter else { return 0 };
+        let dropped = self
+            .informer
+            .store_mut()
+            .retain(|object| filter.owns(&object.meta.uid, &object.meta.namespace), Instant::now());
+        for last in &dropped {
+            self.deliver(Change::Deleted { last });
+        }
+        dropped.len()
     }
 
     /// A (re)list starts.

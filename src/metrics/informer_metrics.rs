@@ -66,6 +66,17 @@ impl Collector for InformerCollector {
             let labels = InformerLabel { informer: informer.name().to_string() };
             ConstCounter::new(informer.lists_done()).encode(lists.encode_family(&labels)?)?;
         }
+        let mut listed = encoder.encode_descriptor(
+            "workqueue_sidecar_informer_objects_listed",
+            "Objects an informer received in lists: its first list, relists, and for a sharded informer the \
+             lists of the shard slots it gained (a change of slots lists only those)",
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for informer in &self.informers {
+            let labels = InformerLabel { informer: informer.name().to_string() };
+            ConstCounter::new(informer.objects_listed()).encode(listed.encode_family(&labels)?)?;
+        }
         let mut refused = encoder.encode_descriptor(
             "workqueue_sidecar_informer_keys_refused",
             "Keys an informer's changes mapped to that a queue refused because it was shutting down \

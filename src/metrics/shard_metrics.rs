@@ -1,10 +1,11 @@
-//! What sharding does on this replica: the slots it owns, the slots it gains and gives up, and the leases handed back for them.
+//! What sharding does on this replica: the slots it owns, the slots it gains and gives up, the keys that moved with them, and how long each handover to it took.
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct ShardMetrics {
     /// Slots (of 4096) this replica grants from now.
     pub slots_owned: Gauge,
@@ -14,6 +15,25 @@ pub struct ShardMetrics {
     pub slots_revoked: Counter,
     /// Leases handed back because their key's slot was given up.
     pub leases_handed_back: Counter,
+    /// Queued keys that became grantable here because their slot was gained.
+    pub keys_unparked: Counter,
+    /// How long each handover of slots to this replica took.
+    pub handover_seconds: Histogram,
+}
+
+impl Default for ShardMetrics {
+    fn default() -> ShardMetrics {
+        ShardMetrics {
+            slots_owned: Gauge::default(),
+            slots_gained: Counter::default(),
+            slots_revoked: Counter::default(),
+            leases_handed_back: Counter::default(),
+            keys_unparked: Counter::default(),
+            // 0.25 s to about 68 min: a join is a few renew rounds, a crash
+            // the lease duration and more.
+            handover_seconds: Histogram::new(exponential_buckets(0.25, 2.0, 15)),
+        }
+    }
 }
 
 impl ShardMetrics {
@@ -38,6 +58,17 @@ impl ShardMetrics {
             "workqueue_sidecar_shard_leases_handed_back",
             "Leases handed back at once because their key's shard slot was given up",
             metrics.leases_handed_back.clone(),
+        );
+        registry.register(
+            "workqueue_sidecar_shard_keys_unparked",
+            "Queued keys that became grantable on this replica because their shard slot moved here",
+            metrics.keys_unparked.clone(),
+        );
+        registry.register(
+            "workqueue_sidecar_shard_handover_seconds",
+            "How long each handover of shard slots to this replica took: from when their old owner last renewed \
+             its Lease (a crash) or the join or leave was seen, to when this replica may grant from all of them",
+            metrics.handover_seconds.clone(),
         );
         metrics
     }

@@ -41,7 +41,7 @@ pub use rate_limit::RateLimiterSpec;
 pub use reason::{Reason, ReasonKind, ReasonSet};
 pub use settings::{DEFAULT_MAX_KEYS, QueueSettings};
 pub use settings_error::SettingsError;
-pub use state::AddOutcome;
+pub use state::{AddOutcome, ShardsChanged};
 pub use time::MAX_DURATION;
 pub use workqueue::{DrainReport, ShardOf, WorkQueue};
 

@@ -660,7 +660,11 @@ fn run(ops: Vec<Op>) {
                     .map(|(k, _)| *k)
                     .filter(|&k| !model.in_owned_shard(k))
                     .collect();
-                assert_eq!(queue.set_owned_shards(owned.map(slot_set), now), revoked.len(), "leases handed back");
+                assert_eq!(
+                    queue.set_owned_shards(owned.map(slot_set), now).leases_handed_back,
+                    revoked.len(),
+                    "leases handed back"
+                );
                 for k in revoked {
                     // Handed back: queued again at once, not a failure.
                     model.end_lease(k, Some(now), now);

@@ -22,7 +22,7 @@ use super::observer::{NoObserver, QueueObserver};
 use super::reason::Reason;
 use super::settings::QueueSettings;
 use super::settings_error::SettingsError;
-use super::state::{AddOutcome, QueueState};
+use super::state::{AddOutcome, QueueState, ShardsChanged};
 use super::time;
 use crate::shard::{Slot as ShardSlot, SlotSet};
 
@@ -189,7 +189,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// once (their holders are told, their tokens turn stale, the keys stay
     /// queued here). How many leases were handed back. Only for a queue
     /// sharded with `shard_keys_by`.
-    pub fn set_owned_shards(&self, owned: SlotSet) -> usize {
+    pub fn set_owned_shards(&self, owned: SlotSet) -> ShardsChanged {
         debug_assert!(self.shared.shard_of.get().is_some(), "set_owned_shards on a queue that is not sharded");
         self.with_state(|state, now| state.set_owned_shards(Some(owned), now))
     }

@@ -800,7 +800,7 @@ async fn a_sharded_queue_should_grant_only_keys_of_owned_slots_and_keep_the_othe
 
     let mut waiting = task::spawn(async { q.get(&worker("w"), None).await.unwrap().key });
     assert_pending!(waiting.poll());
-    q.set_owned_shards(slots(&[0, 1]));
+    assert_eq!(q.set_owned_shards(slots(&[0, 1])).keys_unparked, 2, "b1 and b2 back in their lane");
     assert!(waiting.is_woken(), "gaining a slot wakes a waiting worker");
     assert_eq!(assert_ready!(waiting.poll()), "b1", "in arrival order");
     drop(waiting);
@@ -817,7 +817,7 @@ async fn a_slot_given_up_should_hand_its_leases_back_at_once_and_keep_its_keys()
     add(&q, "a1", 0);
     add(&q, "b1", 0);
     let (a1, b1) = (take(&q).unwrap(), take(&q).unwrap());
-    assert_eq!(q.set_owned_shards(slots(&[0])), 1);
+    assert_eq!(q.set_owned_shards(slots(&[0])).leases_handed_back, 1);
     assert_eq!(told(&mut lost), vec![("b1".to_string(), b1.token, Returned)]);
     assert_eq!(q.done("b1", b1.token), Err(QueueError::StaleToken { token: b1.token }), "its token is stale");
     assert_eq!(q.key_status("b1").failures, 0, "not counted as a failure");

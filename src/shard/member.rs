@@ -40,6 +40,11 @@ pub enum Effect {
     /// Stop granting from these slots and revoke (or wait out) their leases;
     /// call [`Member::leases_ended`] when none is left.
     Revoke(SlotSet),
+    /// A handover to this member is complete: every slot one change of the
+    /// members moved here is held, this long after the change began (when
+    /// the old owner's Lease was last renewed, for a crash; when this member
+    /// saw the join or the leave, otherwise).
+    HandedOver(Duration),
 }
 
 /// A write of the member's own Lease to send; answer with
@@ -121,6 +126,9 @@ pub struct Member {
     mine: SlotSet,
     /// Slots other live Leases claim, as of the last snapshot.
     claimed_by_others: SlotSet,
+    /// Slots a change of the members moved here, not yet held, by when the
+    /// change began.
+    handovers: Vec<(Instant, SlotSet)>,
     leaving: bool,
     left: bool,
     effects: Vec<Effect>,
@@ -148,6 +156,7 @@ impl Member {
             assignment: Assignment::empty(),
             mine: SlotSet::EMPTY,
             claimed_by_others: SlotSet::EMPTY,
+            handovers: Vec::new(),
             leaving: false,
             left: false,
             effects: Vec::new(),
@@ -263,7 +272,8 @@ impl Member {
             seen.insert(lease.record.holder.clone(), (lease.version, since));
         }
         self.seen = seen;
-        let others = || snapshot.leases.iter().filter(|l| l.record.holder != self.id);
+        let id = self.id.clone();
+        let others = || snapshot.leases.iter().filter(|l| l.record.holder != id);
 
         let mut view: Vec<MemberId> =
             others().filter(|l| !l.record.leaving && !self.expired(l, now)).map(|l| l.record.holder.clone()).collect();
@@ -272,9 +282,19 @@ impl Member {
         }
         view.sort();
         if view != self.view {
+            // The change began when the last of the members it lost by
+            // expiry renewed, or now, for a join or a leave.
+            let began = others()
+                .filter(|l| !l.record.leaving && self.view.contains(&l.record.holder) && self.expired(l, now))
+                .filter_map(|l| self.seen.get(&l.record.holder).map(|(_, since)| *since))
+                .max()
+                .unwrap_or(now);
+            let claimed_elsewhere = others().fold(SlotSet::EMPTY, |all, l| all.union(&l.record.claims));
             self.assignment = self.assignment.update(&view);
+            let before = self.mine;
             self.mine = if self.leaving { SlotSet::EMPTY } else { self.assignment.slots_of(&self.id) };
             self.view = view;
+            self.note_handover(self.mine.difference(&before).intersection(&claimed_elsewhere), began);
         }
         self.claimed_by_others =
             others().filter(|l| !self.expired(l, now)).fold(SlotSet::EMPTY, |all, l| all.union(&l.record.claims));
@@ -340,7 +360,38 @@ impl Member {
         if !gained.is_empty() {
             self.held = self.held.union(&gained);
             self.effects.push(Effect::Gained(gained));
+            self.complete_handovers(now);
         }
+    }
+
+    /// Starts timing the handover of `moved_here`: slots a change of the
+    /// members moved here from another member's claims (at a group's start,
+    /// nothing is handed over). Slots moved away again leave their handover.
+    fn note_handover(&mut self, moved_here: SlotSet, began: Instant) {
+        if !moved_here.is_empty() {
+            match self.handovers.iter_mut().find(|(since, _)| *since == began) {
+                Some((_, slots)) => *slots = slots.union(&moved_here),
+                None => self.handovers.push((began, moved_here)),
+            }
+        }
+        let mine = self.mine;
+        for (_, slots) in &mut self.handovers {
+            *slots = slots.intersection(&mine);
+        }
+        self.handovers.retain(|(_, slots)| !slots.is_empty());
+    }
+
+    /// Handovers whose slots are all held are complete.
+    fn complete_handovers(&mut self, now: Instant) {
+        let held = self.held;
+        let effects = &mut self.effects;
+        self.handovers.retain(|(began, slots)| {
+            let complete = slots.difference(&held).is_empty();
+            if complete {
+                effects.push(Effect::HandedOver(now.saturating_duration_since(*began)));
+            }
+            !complete
+        });
     }
 
     /// Held slots the assignment moved away start draining; claims not yet

@@ -115,6 +115,23 @@ fn a_joining_member_should_take_its_slots_only_after_the_old_owner_released_them
     b.observe(&store.snapshot(), t0 + secs(6));
     assert_eq!(b.grant(t0 + secs(6)).unwrap().slots, moved);
     assert!(!a.holding(t0 + secs(6)).intersects(&moved));
+    assert_eq!(
+        handovers(&mut b),
+        vec![secs(4)],
+        "from b's first view of the group (t0 + 2 s) to holding its slots (t0 + 6 s)"
+    );
+}
+
+/// The handovers a member completed since the last call, in order.
+fn handovers(member: &mut Member) -> Vec<Duration> {
+    member
+        .take_effects()
+        .into_iter()
+        .filter_map(|effect| match effect {
+            Effect::HandedOver(took) => Some(took),
+            _ => None,
+        })
+        .collect()
 }
 
 #[test]
@@ -147,6 +164,7 @@ fn a_crashed_members_slots_should_be_taken_only_once_its_lease_expired() {
     store.round(&mut b, t0 + secs(17));
     store.round(&mut b, t0 + secs(18));
     assert_eq!(b.grant(t0 + secs(18)).map(|g| g.slots), Some(SlotSet::FULL));
+    assert_eq!(handovers(&mut b), vec![secs(16)], "from a's last renewal b saw (t0 + 2 s) to holding everything");
 }
 
 #[test]
@@ -220,6 +238,7 @@ fn a_leaving_member_should_release_everything_then_publish_that_it_left() {
     store.round(&mut b, t0 + secs(4));
     assert_eq!(b.view().len(), 1, "a left without waiting for its Lease to expire");
     assert_eq!(b.grant(t0 + secs(4)).map(|g| g.slots), Some(SlotSet::FULL));
+    assert_eq!(handovers(&mut b), Vec::<Duration>::new(), "a had released everything: nothing was handed over");
 }
 
 #[test]

@@ -32,6 +32,8 @@ mod inspect;
 mod lease_end;
 mod shards;
 
+pub use shards::ShardsChanged;
+
 /// What an add did to its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AddOutcome {

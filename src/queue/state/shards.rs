@@ -16,6 +16,26 @@ use tokio::time::Instant;
 
 use super::{LeaseEnd, Phase, QueueState, ReadyPlace, ShardSlot, Slot, SlotSet};
 
+/// What a change of the owned slots did to a queue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShardsChanged {
+    /// Leases handed back: their key's slot is no longer owned.
+    pub leases_handed_back: usize,
+    /// Parked keys back in their lanes: their slot is owned now.
+    pub keys_unparked: usize,
+}
+
+impl std::ops::Add for ShardsChanged {
+    type Output = ShardsChanged;
+
+    fn add(self, other: ShardsChanged) -> ShardsChanged {
+        ShardsChanged {
+            leases_handed_back: self.leases_handed_back.saturating_add(other.leases_handed_back),
+            keys_unparked: self.keys_unparked.saturating_add(other.keys_unparked),
+        }
+    }
+}
+
 impl<K: Clone + Eq + Hash> QueueState<K> {
     /// Records which shard slot `key` falls in (`None`: not known, so never
     /// granted while sharded). A later call wins: a key's slot follows its
@@ -45,8 +65,8 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     /// is not sharded). Parked keys of slots now owned go back to their lanes;
     /// leases of keys outside the owned slots (given up, or moved there while
     /// held) are handed back at once, not counted as failures, and their
-    /// holders told (their tokens turn stale). How many were handed back.
-    pub(crate) fn set_owned_shards(&mut self, owned: Option<SlotSet>, now: Instant) -> usize {
+    /// holders told (their tokens turn stale).
+    pub(crate) fn set_owned_shards(&mut self, owned: Option<SlotSet>, now: Instant) -> ShardsChanged {
         let before = self.owned_shards.as_deref().copied();
         self.owned_shards = owned.map(Box::new);
         let gained = match (before, owned) {
@@ -61,10 +81,12 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
                 .flat_map(|shard| self.parked.range((Some(shard), 0)..=(Some(shard), u64::MAX)).map(|(_, &slot)| slot))
                 .collect(),
         };
+        let mut keys_unparked: usize = 0;
         for slot in to_unpark {
             if let Phase::Parked { place, .. } = self.entries[slot].phase {
                 self.parked.remove(&(self.entries[slot].shard, place.seq));
                 self.unpark(slot);
+                keys_unparked = keys_unparked.saturating_add(1);
             }
         }
         // No lease outlives the ownership of its key's slot.
@@ -72,7 +94,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         for &slot in &revoked {
             self.end_lease(slot, LeaseEnd::Returned, now);
         }
-        revoked.len()
+        ShardsChanged { leases_handed_back: revoked.len(), keys_unparked }
     }
 
     /// Whether keys of shard slot `shard` are granted now (always, unsharded).
