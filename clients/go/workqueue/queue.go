@@ -202,6 +202,26 @@ type KeyStatus struct {
 	// SettlingUntil is the latest a settling key waits for the caches to see
 	// its writes; it is queued (or forgotten) then at the latest.
 	SettlingUntil time.Time
+	// Shard is where the key belongs among the replicas of a shard group;
+	// nil unless the queue is sharded (shard_by in the sidecar's config).
+	Shard *ShardPlace
+}
+
+// ShardPlace says which shard slot a key of a sharded queue falls in and
+// which replica owns that slot, as the asked sidecar last read its group's
+// Leases.
+type ShardPlace struct {
+	// Slot is the key's shard slot, 0 to 4095, when SlotKnown. It is not
+	// known for a queue sharded by uid whose key's object the sidecar has
+	// not cached (nor kept a tombstone of); such a key is not granted.
+	Slot      int
+	SlotKnown bool
+	// Owner is the identity of the replica the slot is assigned to; empty
+	// when the slot is not known or no replica is live. During a handover
+	// the previous owner may still be draining it.
+	Owner string
+	// GrantedHere: the asked sidecar holds the slot and grants the key now.
+	GrantedHere bool
 }
 
 // Has reports whether the key is queued (or held) for the given reason.
@@ -235,6 +255,14 @@ func (q *Queue) KeyState(ctx context.Context, key string) (KeyStatus, error) {
 	}
 	if ts := resp.GetSettlingUntil(); ts != nil {
 		st.SettlingUntil = ts.AsTime()
+	}
+	if shard := resp.GetShard(); shard != nil {
+		st.Shard = &ShardPlace{
+			Slot:        int(shard.GetSlot()),
+			SlotKnown:   shard.Slot != nil,
+			Owner:       shard.GetOwner(),
+			GrantedHere: shard.GetGrantedHere(),
+		}
 	}
 	return st, nil
 }

@@ -47,7 +47,7 @@ export {
   type TypeMeta,
   type WriteOptions,
 } from "./objects.js";
-export { Queue, type AddOptions, type DrainReport, type KeyInfo, type KeyPhase, type QueueLength, type RateLimitedKey } from "./queue.js";
+export { Queue, type AddOptions, type DrainReport, type KeyInfo, type KeyPhase, type QueueLength, type RateLimitedKey, type ShardPlace } from "./queue.js";
 export { splitKey, type Reason, type ReasonKind, type Request, type Result } from "./request.js";
 export { abortOnSignals } from "./signals.js";
 export { DEFAULT_STOP_TIMEOUT_MS, type Reconcile, type RunOptions } from "./worker.js";

@@ -59,6 +59,22 @@ export interface KeyInfo {
   dirty: boolean;
   /** SETTLING (its last lease wrote through the sidecar): the latest it waits for the caches to see those writes. */
   settlingUntil: Date | undefined;
+  /** Where the key belongs among the replicas of a shard group; undefined unless the queue is sharded (`shard_by` in the sidecar's config). */
+  shard: ShardPlace | undefined;
+}
+
+/** Which shard slot a key of a sharded queue falls in and which replica owns it, as the asked sidecar last read its group's Leases. */
+export interface ShardPlace {
+  /**
+   * The key's shard slot, 0 to 4095; undefined when not known (sharded by
+   * uid, the key's object is not in the sidecar's cache nor among its
+   * tombstones; such a key is not granted until it is).
+   */
+  slot: number | undefined;
+  /** The identity of the replica the slot is assigned to; empty when the slot is not known or no replica is live. During a handover the previous owner may still be draining it. */
+  owner: string;
+  /** Whether the asked sidecar holds the slot and grants the key now. */
+  grantedHere: boolean;
 }
 
 /** The backoff the rate limiter chose for one key. */
@@ -171,6 +187,7 @@ export class Queue {
       holder: res.holder,
       dirty: res.dirty,
       settlingUntil: res.settlingUntil,
+      shard: res.shard && { slot: res.shard.slot, owner: res.shard.owner, grantedHere: res.shard.grantedHere },
     };
   }
 

@@ -37,7 +37,7 @@ from .errors import (
     UnknownQueueError,
     WorkqueueError,
 )
-from .introspection import DrainReport, KeyInfo, KeyPhase, QueueLength, RateLimitedKey
+from .introspection import DrainReport, KeyInfo, KeyPhase, QueueLength, RateLimitedKey, ShardPlace
 from .lease import Extension, Lease
 from .objects import Deletion, LeaseRef, ObjectRef, Objects, Propagation, Written, controller_ref
 from .queue import Queue
@@ -78,6 +78,7 @@ __all__ = [
     "Reconcile",
     "Request",
     "Result",
+    "ShardPlace",
     "ShuttingDownError",
     "StaleLeaseError",
     "SyncCache",

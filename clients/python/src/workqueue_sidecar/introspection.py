@@ -27,6 +27,28 @@ class KeyPhase(NamedIntEnum):
 
 
 @dataclass(frozen=True)
+class ShardPlace:
+    """Where a key of a sharded queue belongs: its shard slot and the replica
+    that owns it, as the asked sidecar last read its shard group's Leases."""
+
+    #: The key's shard slot, 0 to 4095; None when not known (sharded by uid,
+    #: the key's object is not in the sidecar's cache nor among its
+    #: tombstones; such a key is not granted until it is).
+    slot: int | None
+    #: The identity of the replica the slot is assigned to; empty when the
+    #: slot is not known or no replica is live. During a handover the previous
+    #: owner may still be draining it.
+    owner: str
+    #: Whether the asked sidecar holds the slot and grants the key now.
+    granted_here: bool
+
+    @classmethod
+    def from_proto(cls, message: pb.ShardPlace) -> ShardPlace:
+        slot = message.slot if message.HasField("slot") else None
+        return cls(slot=slot, owner=message.owner, granted_here=message.granted_here)
+
+
+@dataclass(frozen=True)
 class KeyInfo:
     """One key's state; the timestamps that do not apply to its phase are None."""
 
@@ -48,6 +70,9 @@ class KeyInfo:
     dirty: bool
     #: SETTLING: the latest it waits for the caches to see its writes.
     settling_until: datetime | None = None
+    #: Where the key belongs among the replicas of a shard group; None unless
+    #: the queue is sharded (``shard_by`` in the sidecar's config).
+    shard: ShardPlace | None = None
 
     @classmethod
     def from_proto(cls, message: pb.KeyStateResponse) -> KeyInfo:
@@ -67,6 +92,7 @@ class KeyInfo:
             holder=message.holder,
             dirty=message.dirty,
             settling_until=from_timestamp(message.settling_until, message.HasField("settling_until")),
+            shard=ShardPlace.from_proto(message.shard) if message.HasField("shard") else None,
         )
 
 

@@ -20,6 +20,8 @@ import workqueue.v1.Workqueue;
  * @param dirty HELD (or SETTLING): added again while held, queued again when the lease ends
  * @param settlingUntil SETTLING: the latest instant it waits for the caches to see its lease's
  *     writes; else null
+ * @param shard where the key belongs among the replicas of a shard group; empty unless the queue
+ *     is sharded ({@code shard_by} in the sidecar's config)
  */
 public record KeyStatus(
     State state,
@@ -32,7 +34,8 @@ public record KeyStatus(
     Instant heldUntil,
     String holder,
     boolean dirty,
-    Instant settlingUntil) {
+    Instant settlingUntil,
+    Optional<ShardPlace> shard) {
 
   /** Where a key is. */
   public enum State {
@@ -75,6 +78,7 @@ public record KeyStatus(
         Protos.instant(r.hasHeldUntil(), r.getHeldUntil()),
         r.getHolder(),
         r.getDirty(),
-        Protos.instant(r.hasSettlingUntil(), r.getSettlingUntil()));
+        Protos.instant(r.hasSettlingUntil(), r.getSettlingUntil()),
+        r.hasShard() ? Optional.of(ShardPlace.of(r.getShard())) : Optional.empty());
   }
 }
