@@ -31,13 +31,9 @@ type configMap struct {
 // the run. Skipped without WQS_KUBECONFIG.
 // conformance: C11
 func TestCacheReadsAndLeaseObjectsFromARealInformer(t *testing.T) {
-	kubeconfig := os.Getenv("WQS_KUBECONFIG")
-	if kubeconfig == "" {
-		t.Skip(`needs the local control plane: hack/control-plane up; eval "$(hack/control-plane env)"`)
-	}
-	t.Setenv("KUBECONFIG", kubeconfig)
+	needsControlPlane(t)
 	ctx := context.Background()
-	id := fmt.Sprintf("wqs-go-%d", time.Now().UnixNano()%1_000_000)
+	id := uniqueName("wqs-go")
 	selector := "wqs-go-test=" + id
 	t.Cleanup(func() { _, _ = kubectl(t, "", "delete", "configmaps", "-n", "default", "-l", selector) })
 	manifest := func(name, team string) string {
@@ -131,6 +127,24 @@ queues:
 	if tomb, err := client.GetObject(ctx, "cms", "default", b, workqueue.WithDeleted()); err != nil || !tomb.Deleted {
 		t.Errorf("GetObject WithDeleted: %+v, %v; want the tombstone", tomb, err)
 	}
+}
+
+// needsControlPlane skips the test without the local control plane
+// (WQS_KUBECONFIG); otherwise it points KUBECONFIG at it and returns it.
+func needsControlPlane(t *testing.T) string {
+	t.Helper()
+	kubeconfig := os.Getenv("WQS_KUBECONFIG")
+	if kubeconfig == "" {
+		t.Skip(`needs the local control plane: hack/control-plane up; eval "$(hack/control-plane env)"`)
+	}
+	t.Setenv("KUBECONFIG", kubeconfig)
+	return kubeconfig
+}
+
+// uniqueName is prefix and a number unique to the run, for the objects and
+// Leases a test makes.
+func uniqueName(prefix string) string {
+	return fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000)
 }
 
 // kubectl runs the control plane's kubectl (hack/control-plane kubectl).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -17,13 +16,9 @@ import (
 // without WQS_KUBECONFIG.
 // conformance: C12
 func TestObjectWritesAgainstARealAPIServer(t *testing.T) {
-	kubeconfig := os.Getenv("WQS_KUBECONFIG")
-	if kubeconfig == "" {
-		t.Skip(`needs the local control plane: hack/control-plane up; eval "$(hack/control-plane env)"`)
-	}
-	t.Setenv("KUBECONFIG", kubeconfig)
+	kubeconfig := needsControlPlane(t)
 	ctx := context.Background()
-	id := fmt.Sprintf("wqs-go-w-%d", time.Now().UnixNano()%1_000_000)
+	id := uniqueName("wqs-go-w")
 	selector := "wqs-go-test=" + id
 	t.Cleanup(func() { _, _ = kubectl(t, "", "delete", "configmaps", "-n", "default", "-l", selector) })
 	config := writeConfig(t, fmt.Sprintf(`
@@ -157,12 +152,8 @@ queues:
 // Writes from a reconcile through req.Objects() name the lease: made while
 // it is current; ControllerRef of the lease's object makes an owned child.
 func TestWritesUnderALeaseAgainstARealAPIServer(t *testing.T) {
-	kubeconfig := os.Getenv("WQS_KUBECONFIG")
-	if kubeconfig == "" {
-		t.Skip(`needs the local control plane: hack/control-plane up; eval "$(hack/control-plane env)"`)
-	}
-	t.Setenv("KUBECONFIG", kubeconfig)
-	id := fmt.Sprintf("wqs-go-l-%d", time.Now().UnixNano()%1_000_000)
+	kubeconfig := needsControlPlane(t)
+	id := uniqueName("wqs-go-l")
 	selector := "wqs-go-test=" + id
 	t.Cleanup(func() { _, _ = kubectl(t, "", "delete", "configmaps", "-n", "default", "-l", selector) })
 	owner := id + "-owner"
@@ -231,13 +222,9 @@ queues:
 // write, then queued again, dirty from the write's own event).
 // conformance: C13
 func TestWritesUnderALostLeaseAreErrStaleLease(t *testing.T) {
-	kubeconfig := os.Getenv("WQS_KUBECONFIG")
-	if kubeconfig == "" {
-		t.Skip(`needs the local control plane: hack/control-plane up; eval "$(hack/control-plane env)"`)
-	}
-	t.Setenv("KUBECONFIG", kubeconfig)
+	kubeconfig := needsControlPlane(t)
 	ctx := context.Background()
-	id := fmt.Sprintf("wqs-go-f-%d", time.Now().UnixNano()%1_000_000)
+	id := uniqueName("wqs-go-f")
 	selector := "wqs-go-test=" + id
 	t.Cleanup(func() { _, _ = kubectl(t, "", "delete", "configmaps", "-n", "default", "-l", selector) })
 	name := id + "-fenced"

@@ -3,7 +3,6 @@ package workqueue_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -16,13 +15,9 @@ import (
 // sharded has no shard place. Skipped without WQS_KUBECONFIG.
 // conformance: C14
 func TestKeyStateNamesTheReplicaThatOwnsTheKeysShard(t *testing.T) {
-	kubeconfig := os.Getenv("WQS_KUBECONFIG")
-	if kubeconfig == "" {
-		t.Skip(`needs the local control plane: hack/control-plane up; eval "$(hack/control-plane env)"`)
-	}
-	t.Setenv("KUBECONFIG", kubeconfig)
+	needsControlPlane(t)
 	ctx := context.Background()
-	id := fmt.Sprintf("wqs-go-%d", time.Now().UnixNano()%1_000_000)
+	id := uniqueName("wqs-go")
 	identity := id + "-r0"
 	// The replica's Lease outlives the killed sidecar; it goes with the test.
 	t.Cleanup(func() {
