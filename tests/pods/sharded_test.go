@@ -168,12 +168,13 @@ func createUsers(t *testing.T, prefix string, n int) map[string]string {
 // share is one replica's part, as its metrics and its Lease say.
 type share struct {
 	member string
-	// slots is the claims of its Lease; owned and cached are its metrics:
-	// the slots its users queue grants from, and the Users in its users
-	// informer's cache.
-	slots             map[int]bool
-	owned, cached     int
-	parked            int
+	// slots is the claims of its Lease; owned, cached and parked are its
+	// metrics: the slots its users queue grants from, the Users in its users
+	// informer's cache, and the keys its queue holds for other replicas'
+	// slots (logged only).
+	slots                 map[int]bool
+	owned, cached, parked int
+	// usersInTheirSlots counts the cluster's Users whose uid falls in slots.
 	usersInTheirSlots int
 }
 
