@@ -219,16 +219,20 @@ impl Membership {
                 self.member.write_failed(write.seq);
                 // Created before (a restart with the same identity) or
                 // changed under us: the next write replaces what is there.
-                if let kube::Error::Api(status) = &err
-                    && status.code == 409
-                {
-                    self.own_version = self
-                        .api
-                        .get_opt(&self.lease_name)
-                        .await
-                        .ok()
-                        .flatten()
-                        .map(|l| l.metadata.resource_version.unwrap_or_default());
+                // Deleted under us: the next write creates it again (the
+                // others keep its last claims until it would have expired).
+                match &err {
+                    kube::Error::Api(status) if status.code == 409 => {
+                        self.own_version = self
+                            .api
+                            .get_opt(&self.lease_name)
+                            .await
+                            .ok()
+                            .flatten()
+                            .map(|l| l.metadata.resource_version.unwrap_or_default());
+                    }
+                    kube::Error::Api(status) if status.code == 404 => self.own_version = None,
+                    _ => {}
                 }
                 return Err(RoundError::Write { name: self.lease_name.clone(), source: err });
             }

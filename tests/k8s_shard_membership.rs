@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::DeleteParams;
 use support::control_plane::{self, TestNamespace};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -181,6 +182,41 @@ async fn k8s_replicas_should_share_every_slot_once_and_take_over_a_crashed_one()
 
     assert_eq!(checker.overlaps(), Vec::<String>::new(), "no slot granted by two replicas at once");
     a.stop.send_replace(true);
+    ns.delete().await;
+}
+
+/// Someone deletes a running replica's Lease: the other must not take its
+/// slots while it may still grant from them (its claims count until its
+/// Lease would have expired), and it writes its Lease again.
+#[tokio::test]
+#[ignore = "needs the local control plane: hack/control-plane up"]
+async fn k8s_a_deleted_lease_should_not_free_the_slots_of_its_running_replica() {
+    let client = control_plane::client().await;
+    let ns = TestNamespace::create(&client, "shard-deleted").await;
+    let checker = Checker::start();
+    let a = Arc::new(Replica::start(&client, ns.name(), "users", "a"));
+    let b = Arc::new(Replica::start(&client, ns.name(), "users", "b"));
+    checker.watch(&a);
+    checker.watch(&b);
+    covered(&[&a, &b], Duration::from_secs(30)).await;
+    let a_share = a.granting(Instant::now());
+
+    let leases = ns.api::<Lease>();
+    leases.delete("users-a", &DeleteParams::default()).await.unwrap();
+    let deleted = Instant::now();
+    while leases.get_opt("users-a").await.unwrap().is_none() {
+        assert!(deleted.elapsed() < Duration::from_secs(30), "a did not write its Lease again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    println!("a wrote its Lease again {:?} after it was deleted", deleted.elapsed());
+    // Past the instant its Lease would have expired had it not come back:
+    // the window in which b could wrongly take a's slots.
+    tokio::time::sleep(TIMINGS.lease_duration + TIMINGS.retry_period * 2).await;
+    covered(&[&a, &b], Duration::from_secs(30)).await;
+    assert_eq!(checker.overlaps(), Vec::<String>::new(), "no slot granted by two replicas at once");
+    assert_eq!(a.granting(Instant::now()), a_share, "a kept its slots");
+    a.stop.send_replace(true);
+    b.stop.send_replace(true);
     ns.delete().await;
 }
 

@@ -18,6 +18,7 @@
 //! Why no slot is held by two members at once is in docs/sharding.md.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -79,6 +80,9 @@ pub(crate) enum Fault {
     JudgeExpiryNow,
     /// Never judge another member's Lease expired: crashed members keep their slots.
     NeverExpire,
+    /// Forget a Lease as soon as a read no longer has it (deleted by hand):
+    /// its member may still be granting from its slots.
+    ForgetDeletedLeases,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -86,6 +90,14 @@ struct InFlight {
     seq: u64,
     sent_at: Instant,
     leaving: bool,
+}
+
+/// Another member's Lease as last read, and since when this member has seen
+/// it unchanged.
+#[derive(Debug, Clone)]
+struct Seen {
+    lease: Arc<ObservedLease>,
+    since: Instant,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -118,7 +130,13 @@ pub struct Member {
     last_revision: Option<u64>,
     /// Every other Lease's version and when this member first saw it: a
     /// Lease is expired once unchanged for its duration by this member's clock.
-    seen: HashMap<MemberId, (LeaseVersion, Instant)>,
+    ///
+    /// A Lease gone from a read (deleted by hand, say) stays here as last
+    /// read until it would have expired, and until no write this member may
+    /// still check was sent before that: a deletion must not free its slots
+    /// sooner than the member's crash would. Its member may still be running
+    /// and granting.
+    seen: HashMap<MemberId, Seen>,
     /// The live members as last read, sorted; the assignment is theirs.
     view: Vec<MemberId>,
     assignment: Assignment,
@@ -247,7 +265,15 @@ impl Member {
         }
         self.seen
             .get(&lease.record.holder)
-            .is_some_and(|(_, since)| instant.saturating_duration_since(*since) >= lease.record.lease_duration)
+            .is_some_and(|seen| instant.saturating_duration_since(seen.since) >= lease.record.lease_duration)
+    }
+
+    /// Whether a Lease gone from the reads can no longer matter: expired as
+    /// of now and as of every write whose check may still come.
+    fn forgettable(&self, seen: &Seen, now: Instant) -> bool {
+        let expiry = seen.since.checked_add(seen.lease.record.lease_duration).unwrap_or(seen.since);
+        let oldest_write = self.written.iter().map(|w| w.sent_at).chain(self.in_flight.map(|w| w.sent_at)).min();
+        now >= expiry && oldest_write.is_none_or(|sent| sent >= expiry)
     }
 
     /// Takes in a snapshot of every Lease; snapshots older than one already
@@ -266,14 +292,21 @@ impl Member {
                 continue;
             }
             let since = match self.seen.get(&lease.record.holder) {
-                Some((version, since)) if *version == lease.version => *since,
+                Some(seen) if seen.lease.version == lease.version => seen.since,
                 _ => now,
             };
-            seen.insert(lease.record.holder.clone(), (lease.version, since));
+            seen.insert(lease.record.holder.clone(), Seen { lease: lease.clone(), since });
         }
+        let gone: Vec<(MemberId, Seen)> = std::mem::take(&mut self.seen)
+            .into_iter()
+            .filter(|(holder, _)| !seen.contains_key(holder))
+            .filter(|(_, last)| self.fault != Fault::ForgetDeletedLeases && !self.forgettable(last, now))
+            .collect();
+        seen.extend(gone);
         self.seen = seen;
-        let id = self.id.clone();
-        let others = || snapshot.leases.iter().filter(|l| l.record.holder != id);
+        // Every other Lease: as read, or as last read if gone since.
+        let leases: Vec<Arc<ObservedLease>> = self.seen.values().map(|seen| seen.lease.clone()).collect();
+        let others = || leases.iter();
 
         let mut view: Vec<MemberId> =
             others().filter(|l| !l.record.leaving && !self.expired(l, now)).map(|l| l.record.holder.clone()).collect();
@@ -286,7 +319,7 @@ impl Member {
             // expiry renewed, or now, for a join or a leave.
             let began = others()
                 .filter(|l| !l.record.leaving && self.view.contains(&l.record.holder) && self.expired(l, now))
-                .filter_map(|l| self.seen.get(&l.record.holder).map(|(_, since)| *since))
+                .filter_map(|l| self.seen.get(&l.record.holder).map(|seen| seen.since))
                 .max()
                 .unwrap_or(now);
             let claimed_elsewhere = others().fold(SlotSet::EMPTY, |all, l| all.union(&l.record.claims));
@@ -304,7 +337,7 @@ impl Member {
 
         if let Some(own) = own {
             self.adopt_previous_incarnation(own, now);
-            self.check_claims(own, snapshot, now);
+            self.check_claims(own, &leases, now);
         }
         self.release_moved(now);
         self.claim_assigned();
@@ -328,7 +361,7 @@ impl Member {
 
     /// Claims whose write this snapshot contains become held, unless another
     /// Lease claimed the slot and was live when that write was sent.
-    fn check_claims(&mut self, own: &ObservedLease, snapshot: &Snapshot, now: Instant) {
+    fn check_claims(&mut self, own: &ObservedLease, others: &[Arc<ObservedLease>], now: Instant) {
         let Some(write) = self.written.iter().find(|w| w.version == own.version).copied() else {
             return;
         };
@@ -339,7 +372,7 @@ impl Member {
         let as_of = if self.fault == Fault::JudgeExpiryNow { now } else { write.sent_at };
         let mut live_claims = SlotSet::EMPTY;
         if self.fault != Fault::IgnoreOtherClaims {
-            for lease in snapshot.leases.iter().filter(|l| l.record.holder != self.id) {
+            for lease in others {
                 if !self.expired(lease, as_of) {
                     live_claims = live_claims.union(&lease.record.claims);
                 }

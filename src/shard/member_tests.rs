@@ -168,6 +168,26 @@ fn a_crashed_members_slots_should_be_taken_only_once_its_lease_expired() {
 }
 
 #[test]
+fn a_deleted_lease_should_keep_its_slots_until_it_would_have_expired() {
+    let t0 = Instant::now();
+    let mut store = Store::default();
+    let _a = lone_holder(&mut store, t0);
+    let mut b = member("b");
+    // b first sees a's last renewal at t0 + 2 s; then someone deletes a's
+    // Lease, while a (paused, say) may still be granting.
+    store.round(&mut b, t0 + secs(2));
+    store.leases.remove("a");
+    store.revision += 1;
+    store.round(&mut b, t0 + secs(3));
+    store.round(&mut b, t0 + secs(16));
+    assert_eq!(b.view().len(), 2, "a is a member until its Lease would have expired");
+    assert!(b.grant(t0 + secs(16)).is_none(), "a's claims stand though its Lease is gone");
+    store.round(&mut b, t0 + secs(17));
+    store.round(&mut b, t0 + secs(18));
+    assert_eq!(b.grant(t0 + secs(18)).map(|g| g.slots), Some(SlotSet::FULL), "as after a crash");
+}
+
+#[test]
 fn a_member_waking_from_a_pause_should_grant_nothing_until_it_checked_its_slots_again() {
     let t0 = Instant::now();
     let mut store = Store::default();
