@@ -11,7 +11,8 @@
 //!
 //! Each check is shown able to fail: the tests at the bottom break one rule
 //! of the member on purpose and expect the matching check to catch it.
-//! `SHARD_SIM_RUNS` sets the number of runs of the main test (default 6).
+//! `SHARD_SIM_RUNS` sets the number of runs of the main test (default 6),
+//! `SHARD_SIM_FIRST_SEED` its first seed (default 1).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -655,6 +656,12 @@ fn runs_from_env(default: usize) -> usize {
     std::env::var("SHARD_SIM_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
+/// The first seed of the main test's runs (`SHARD_SIM_FIRST_SEED`, default
+/// 1), so a long series can be run in parts.
+fn first_seed_from_env() -> u64 {
+    std::env::var("SHARD_SIM_FIRST_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(1)
+}
+
 fn print(name: &str, config: &Config, r: &Report) {
     let mean = if r.membership_changes == 0 { 0.0 } else { r.sum_moved_ratio / r.membership_changes as f64 };
     println!(
@@ -690,8 +697,9 @@ fn print(name: &str, config: &Config, r: &Report) {
 #[test]
 fn no_slot_should_ever_be_held_by_two_members_and_every_slot_should_be_held_again_in_time() {
     let config = Config::default();
-    let report = simulate(&config, 1, runs_from_env(6));
-    print("protocol", &config, &report);
+    let first_seed = first_seed_from_env();
+    let report = simulate(&config, first_seed, runs_from_env(6));
+    print(&format!("protocol (seeds from {first_seed})"), &config, &report);
     assert_eq!(report.safety_violations, 0, "{:?}", report.first_violation);
     assert_eq!(report.liveness_violations, 0, "{:?}", report.first_violation);
     assert_eq!(report.movement_violations, 0, "{:?}", report.first_violation);
