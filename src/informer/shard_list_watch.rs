@@ -14,6 +14,7 @@ use std::future::pending;
 use futures_util::StreamExt;
 use kube::api::{DynamicObject, ListParams, ObjectList, PartialObjectMeta, VersionMatch, WatchEvent, WatchParams};
 use kube::core::Request;
+use kube::runtime::utils::Backoff;
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
@@ -245,7 +246,7 @@ impl<K: Wire> ShardListWatch<K> {
             let page: ObjectList<K> =
                 self.client.request(with_shard_selector(request, selector)).await.map_err(stop_for)?;
             informer.on_watch_progress();
-            self.backoff = WatchBackoff::new();
+            self.backoff.reset();
             informer.count_listed(page.items.len());
             for object in page.items {
                 self.writer.on_listed(object.into_object());
@@ -307,7 +308,7 @@ impl<K: Wire> ShardListWatch<K> {
                 Some(Ok(event)) => event,
             };
             informer.on_watch_progress();
-            self.backoff = WatchBackoff::new();
+            self.backoff.reset();
             match event {
                 WatchEvent::Added(object) | WatchEvent::Modified(object) => {
                     let object = object.into_object();
