@@ -98,6 +98,20 @@ struct InFlight {
 struct Seen {
     lease: Arc<ObservedLease>,
     since: Instant,
+    /// The first read without it, once deleted: its member may have renewed
+    /// unseen just before, so its term may run `term_bound` past this.
+    gone_since: Option<Instant>,
+}
+
+impl Seen {
+    /// From when it is expired, by this member's clock.
+    fn expires(&self, settings: &ShardSettings) -> Instant {
+        let by_version = self.since.checked_add(self.lease.record.lease_duration).unwrap_or(self.since);
+        match self.gone_since {
+            Some(gone) => by_version.max(gone.checked_add(settings.term_bound()).unwrap_or(gone)),
+            None => by_version,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -128,14 +142,17 @@ pub struct Member {
     /// Slots lost to a concurrent claim, not claimed again before the instant.
     backoff: Vec<(Instant, SlotSet)>,
     last_revision: Option<u64>,
+
     /// Every other Lease's version and when this member first saw it: a
     /// Lease is expired once unchanged for its duration by this member's clock.
     ///
     /// A Lease gone from a read (deleted by hand, say) stays here as last
-    /// read until it would have expired, and until no write this member may
-    /// still check was sent before that: a deletion must not free its slots
-    /// sooner than the member's crash would. Its member may still be running
-    /// and granting.
+    /// read until it would have expired, and at least until its member's
+    /// term surely ended (it may have renewed unseen just before the
+    /// deletion: `ShardSettings::term_bound` past the first read without it), and
+    /// until no write this member may still check was sent before that: a
+    /// deletion must not free its slots sooner than the member's crash
+    /// would. Its member may still be running and granting.
     seen: HashMap<MemberId, Seen>,
     /// The live members as last read, sorted; the assignment is theirs.
     view: Vec<MemberId>,
@@ -169,6 +186,7 @@ impl Member {
             draining: Vec::new(),
             backoff: Vec::new(),
             last_revision: None,
+
             seen: HashMap::new(),
             view: Vec::new(),
             assignment: Assignment::empty(),
@@ -263,15 +281,13 @@ impl Member {
         if self.fault == Fault::NeverExpire {
             return false;
         }
-        self.seen
-            .get(&lease.record.holder)
-            .is_some_and(|seen| instant.saturating_duration_since(seen.since) >= lease.record.lease_duration)
+        self.seen.get(&lease.record.holder).is_some_and(|seen| instant >= seen.expires(&self.settings))
     }
 
     /// Whether a Lease gone from the reads can no longer matter: expired as
     /// of now and as of every write whose check may still come.
     fn forgettable(&self, seen: &Seen, now: Instant) -> bool {
-        let expiry = seen.since.checked_add(seen.lease.record.lease_duration).unwrap_or(seen.since);
+        let expiry = seen.expires(&self.settings);
         let oldest_write = self.written.iter().map(|w| w.sent_at).chain(self.in_flight.map(|w| w.sent_at)).min();
         now >= expiry && oldest_write.is_none_or(|sent| sent >= expiry)
     }
@@ -284,6 +300,7 @@ impl Member {
             return;
         }
         self.last_revision = Some(snapshot.revision);
+
         let mut own: Option<&ObservedLease> = None;
         let mut seen = HashMap::with_capacity(snapshot.leases.len());
         for lease in &snapshot.leases {
@@ -295,12 +312,13 @@ impl Member {
                 Some(seen) if seen.lease.version == lease.version => seen.since,
                 _ => now,
             };
-            seen.insert(lease.record.holder.clone(), Seen { lease: lease.clone(), since });
+            seen.insert(lease.record.holder.clone(), Seen { lease: lease.clone(), since, gone_since: None });
         }
         let gone: Vec<(MemberId, Seen)> = std::mem::take(&mut self.seen)
             .into_iter()
             .filter(|(holder, _)| !seen.contains_key(holder))
             .filter(|(_, last)| self.fault != Fault::ForgetDeletedLeases && !self.forgettable(last, now))
+            .map(|(holder, last)| (holder, Seen { gone_since: last.gone_since.or(Some(now)), ..last }))
             .collect();
         seen.extend(gone);
         self.seen = seen;

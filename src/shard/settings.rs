@@ -33,6 +33,13 @@ impl Default for ShardSettings {
 }
 
 impl ShardSettings {
+    /// The longest a member's term can run past an instant after its last
+    /// renewal was sent, on another member's clock: `R (1 + d) / (1 - d)`.
+    pub fn term_bound(&self) -> Duration {
+        let drift = f64::from(self.max_drift_ppm) / 1e6;
+        self.renew_deadline.mul_f64((1.0 + drift) / (1.0 - drift).max(f64::EPSILON))
+    }
+
     /// Refuses timings under which two members could grant one key at once:
     /// a term measured on the slowest clock must end before a Lease measured
     /// on the fastest clock expires, `R / (1 - d) < L / (1 + d)`.
