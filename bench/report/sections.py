@@ -422,8 +422,8 @@ SHARDING = Section(
         "would be (its stream breaks, its reconciles under way are cancelled, it keeps trying to reconnect). "
         "`handover`: from the kill until the survivors' `workqueue_sidecar_shard_slots_owned` add up to all "
         "4,096 slots, until their caches also hold every object, and each survivor's own "
-        "`workqueue_sidecar_shard_handover_seconds` over the same span (sum over count: from the dead "
-        "replica's last renewal it saw until it held every slot it took). `moved`: slots the survivors gained, "
+        "`workqueue_sidecar_shard_handover_seconds` over the same span (sum over count: from when it first saw "
+        "the dead replica's last renewal until it held every slot it took). `moved`: slots the survivors gained, "
         "keys they unparked (`..._shard_keys_unparked_total`; their sharded informers never had the dead "
         "replica's objects, so its keys reach them by listing its slots, not by unparking), objects they "
         "listed (`workqueue_sidecar_informer_objects_listed_total`), and keys held by two workers at once. "
@@ -468,7 +468,12 @@ SHARDING = Section(
         "API server sends each update once in either case (`apiserver-watch` is the same for `single` and "
         "`3 replicas`), so the server-side `shardSelector` is what divides it; a replica's share follows its "
         "slots. The replicas' own Lease lists (every 500 ms, each replica reading the group's Leases with their "
-        "claim annotations) are in their `watch` bytes, and not in the single sidecar's."
+        "claim annotations) are in their `watch` bytes, and not in the single sidecar's. Kill -9: a survivor "
+        "judges the dead replica's Lease expired once it has seen it unchanged for the lease duration, counted "
+        "from its first read of the last renewal, which came up to a retry period (500 ms) before or after the "
+        "kill; so the takeover, counted from the kill, can be shorter than the lease duration, and a survivor's "
+        "own timing shorter than the takeover. Then it claims the slots and holds them once a later read of the "
+        "Leases shows its claim, and its informer lists them (`until their caches held every object too`)."
     ),
 )
 
