@@ -369,6 +369,7 @@ CLIENTS = Section(
 SINGLE = "single"
 SHARDED = ("1 replica", "2 replicas", "3 replicas")
 SCALED = "1 → 3 → 1 replicas"
+KILLED = "3 → 2 replicas (kill -9)"
 
 SHARDING_WHY_RSS = (
     "A sidecar's RSS is not only its cache: the runtime, the kube and gRPC clients, the metrics and the "
@@ -414,9 +415,21 @@ SHARDING = Section(
         "counts only what r0 gained) and the workers' lines: reconciles cancelled because the sidecar took the "
         "lease back, and keys held by two workers at once (a reconcile of a key starting before another "
         "worker's reconcile of it ended, by the workers' own stamps; must never happen). `handover`: until the "
-        "slots are split among the replicas left and their caches hold every object between them."
+        "slots are split among the replicas left and their caches hold every object between them. "
+        "`3 → 2 replicas (kill -9)`: three replicas and their workers (noting annotations, as above) start and "
+        "finish every key; then every object is patched once and, a second in, one sidecar gets SIGKILL (r0, "
+        "r1, r2 in turn over the runs), its worker left running as a worker container whose sidecar crashed "
+        "would be (its stream breaks, its reconciles under way are cancelled, it keeps trying to reconnect). "
+        "`handover`: from the kill until the survivors' `workqueue_sidecar_shard_slots_owned` add up to all "
+        "4,096 slots, until their caches also hold every object, and each survivor's own "
+        "`workqueue_sidecar_shard_handover_seconds` over the same span (sum over count: from when it first saw "
+        "the dead replica's last renewal until it held every slot it took). `moved`: slots the survivors gained, "
+        "keys they unparked (`..._shard_keys_unparked_total`; their sharded informers never had the dead "
+        "replica's objects, so its keys reach them by listing its slots, not by unparking), objects they "
+        "listed (`workqueue_sidecar_informer_objects_listed_total`), and keys held by two workers at once. "
+        "`changes`: keys whose patch no worker reconciled."
     ),
-    programs=(SINGLE, *SHARDED, SCALED),
+    programs=(SINGLE, *SHARDED, SCALED, KILLED),
     metrics=(
         Metric("rate", "throughput, reconcile bound by a per-replica concurrency", "reconciles/s",
                higher_is_better=True),
@@ -425,9 +438,10 @@ SHARDING = Section(
         Metric("watch", "bytes received from the API server", "MiB"),
         Metric("apiserver-watch", "watch bytes the API server sent", "MiB"),
         Metric("finished", "every key reconciled", "keys", plotted=False),
-        Metric("changes", "every change reconciled while scaling", "keys", plotted=False),
-        Metric("moved", "what moved while scaling", "slots, leases, reconciles or keys", plotted=False),
-        Metric("handover", "handover while scaling", "s", plotted=False),
+        Metric("changes", "every change reconciled while replicas come and go", "keys", plotted=False),
+        Metric("moved", "what moved while replicas come and go", "slots, leases, reconciles, objects or keys",
+               plotted=False),
+        Metric("handover", "handover while replicas come and go", "s", plotted=False),
     ),
     targets=(
         Target("each replica's RSS at most 0.4x a single sidecar's (issue 17)", "ratio_max", "rss", SHARDED[2], 0.4,
@@ -436,8 +450,15 @@ SHARDING = Section(
                SHARDED[2], 0.4, SINGLE, variant="update of every object, largest replica"),
         *(Target(f"every key finished exactly once, {p} (issue 17)", "abs_max", "finished", p, 0)
           for p in (SINGLE, *SHARDED)),
-        Target("every change reconciled while scaling (issue 17)", "abs_max", "changes", SCALED, 0),
+        *(Target("every change reconciled while scaling (issue 17)", "abs_max", "changes", SCALED, 0,
+                 variant=f"{step}: keys whose change was never reconciled") for step in ("1 → 3", "3 → 1")),
         Target("no key held by two workers at once while scaling (issue 17)", "abs_max", "moved", SCALED, 0,
+               variant="keys held by two workers at once, whole turn"),
+        Target("kill -9 of one of 3: its slots taken over within the lease duration (3 s) plus 2 s (issue 17)",
+               "abs_max", "handover", KILLED, 5.0, variant="kill -9: until the survivors owned every slot"),
+        Target("every change reconciled after a kill -9 (issue 17)", "abs_max", "changes", KILLED, 0,
+               variant="kill -9: keys whose change was never reconciled"),
+        Target("no key held by two workers at once after a kill -9 (issue 17)", "abs_max", "moved", KILLED, 0,
                variant="keys held by two workers at once, whole turn"),
     ),
     notes=(
@@ -447,7 +468,12 @@ SHARDING = Section(
         "API server sends each update once in either case (`apiserver-watch` is the same for `single` and "
         "`3 replicas`), so the server-side `shardSelector` is what divides it; a replica's share follows its "
         "slots. The replicas' own Lease lists (every 500 ms, each replica reading the group's Leases with their "
-        "claim annotations) are in their `watch` bytes, and not in the single sidecar's."
+        "claim annotations) are in their `watch` bytes, and not in the single sidecar's. Kill -9: a survivor "
+        "judges the dead replica's Lease expired once it has seen it unchanged for the lease duration, counted "
+        "from its first read of the last renewal, which came up to a retry period (500 ms) before or after the "
+        "kill; so the takeover, counted from the kill, can be shorter than the lease duration, and a survivor's "
+        "own timing shorter than the takeover. Then it claims the slots and holds them once a later read of the "
+        "Leases shows its claim, and its informer lists them (`until their caches held every object too`)."
     ),
 )
 
