@@ -26,7 +26,7 @@ use super::writer::InformerWriter;
 /// (`shard_list_watch`).
 pub async fn run(mut writer: InformerWriter, client: Client, streaming: bool, shard: Option<ShardWatch>) {
     match shard {
-        Some(shard) => shard_list_watch::run(writer, client, shard.owned).await,
+        Some(shard) => shard_list_watch::run(writer, client, streaming, shard.owned).await,
         None => watch(&mut writer, client, streaming).await,
     }
 }
