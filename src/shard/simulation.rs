@@ -715,8 +715,8 @@ fn no_slot_should_ever_be_held_by_two_members_and_every_slot_should_be_held_agai
 /// so it never takes those slots early (before that rule, these 6 runs found
 /// 153 safety violations). Not proved for every case: a member that was not
 /// reading then (starting, or cut off by a partition) never saw the claims:
-/// 130 runs (269 deletions) found 22 violations of that kind
-/// (docs/sharding.md, "Failure cases").
+/// 130 runs (269 deletions) found 22 violations, the two traced of that
+/// kind (docs/sharding.md, "Failure cases").
 #[test]
 fn a_deleted_lease_should_not_free_its_slots_to_members_that_saw_it() {
     let config = Config { delete_leases: true, ..Config::default() };
