@@ -272,19 +272,25 @@ impl<K: Wire> ShardListWatch<K> {
         }
     }
 
+    /// A watch with the informer's own selectors and bookmarks; with
+    /// `initial_events`, a streaming list.
+    fn watch_params(&self, initial_events: bool) -> WatchParams {
+        let spec = self.writer.informer().spec();
+        WatchParams {
+            label_selector: spec.label_selector.clone(),
+            field_selector: spec.field_selector.clone(),
+            timeout: Some(WATCH_SECONDS),
+            bookmarks: true,
+            send_initial_events: initial_events,
+        }
+    }
+
     /// Lists every object under `selector` into the cache as a streaming
     /// list: a watch that sends the current objects first, then a bookmark
     /// marking their end, whose version it returns.
     async fn stream_list(&mut self, selector: &str) -> Result<String, Stop> {
         let informer = self.writer.informer().clone();
-        let spec = informer.spec();
-        let params = WatchParams {
-            label_selector: spec.label_selector.clone(),
-            field_selector: spec.field_selector.clone(),
-            timeout: Some(WATCH_SECONDS),
-            bookmarks: true,
-            send_initial_events: true,
-        };
+        let params = self.watch_params(true);
         let request =
             K::watch(&self.request, &params, "").map_err(|err| Stop::Failed(kube::Error::BuildRequest(err)))?;
         let events = self.client.request_events::<K>(with_shard_selector(request, selector)).await.map_err(stop_for)?;
@@ -315,14 +321,7 @@ impl<K: Wire> ShardListWatch<K> {
     /// meanwhile.
     async fn watch(&mut self, listed: &SlotSet, at: &mut String) -> Stop {
         let informer = self.writer.informer().clone();
-        let spec = informer.spec();
-        let params = WatchParams {
-            label_selector: spec.label_selector.clone(),
-            field_selector: spec.field_selector.clone(),
-            timeout: Some(WATCH_SECONDS),
-            bookmarks: true,
-            ..WatchParams::default()
-        };
+        let params = self.watch_params(false);
         let selector = shard_selector(self.by, listed).expect("some slot is listed");
         let request = match K::watch(&self.request, &params, at) {
             Ok(request) => with_shard_selector(request, &selector),
