@@ -13,6 +13,12 @@
 //! `leaseDurationSeconds`, and annotation [`CLAIMS_ANNOTATION`] with the
 //! claimed slots. Times written on it are for people; no member reads
 //! another's clock.
+//!
+//! Until it has left, the Lease carries [`FINALIZER`], so a deletion cannot
+//! hide its claims from anyone while its member may grant from them: the
+//! Lease stays, marked, until its member has handed everything over and
+//! left (then it lets the Lease go and joins again under a new one), or
+//! until another member judged it expired and removed the finalizer.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -29,7 +35,7 @@ use tracing::{debug, info, warn};
 
 use crate::shard::{
     Effect, Grant, LeaseRecord, LeaseVersion, Member, MemberId, ObservedLease, ShardSettings, ShardSettingsError,
-    ShardView, SlotSet, Snapshot,
+    ShardView, SlotSet, Snapshot, WriteId,
 };
 
 /// Selects the Leases of one group.
@@ -38,6 +44,11 @@ pub const GROUP_LABEL: &str = "workqueue-sidecar.io/shard-group";
 pub const MEMBER_ANNOTATION: &str = "workqueue-sidecar.io/shard-member";
 /// The slots the member claims ([`SlotSet::to_annotation`]).
 pub const CLAIMS_ANNOTATION: &str = "workqueue-sidecar.io/shard-claims";
+/// A new value on each of the member's own writes ([`WriteId`]).
+pub const WRITE_ANNOTATION: &str = "workqueue-sidecar.io/shard-write";
+/// Holds a member's Lease, claims and all, through a deletion until the
+/// member has left or its Lease expired.
+pub const FINALIZER: &str = "workqueue-sidecar.io/shard-member";
 
 /// Where a replica's Lease lives, who it is, and the protocol's timings.
 #[derive(Debug, Clone)]
@@ -90,6 +101,8 @@ enum RoundError {
     List(#[source] kube::Error),
     #[error("writing Lease {name}: {source}")]
     Write { name: String, source: kube::Error },
+    #[error("removing the finalizer of the expired Lease {name}: {source}")]
+    DropFinalizer { name: String, source: kube::Error },
     #[error("the API server answered resourceVersion {0:?}, which is not a number")]
     Version(String),
 }
@@ -170,6 +183,14 @@ impl Membership {
                 }
             }
             self.tell(&events);
+            if self.member.has_left() && self.member.was_deleted() && leave_by.is_none() {
+                // Its last write dropped the finalizer: the Lease is gone.
+                info!(identity = %self.settings.identity, group = %self.settings.group, "handed everything over after the shard Lease was deleted; joining again with a new one");
+                self.member = self.member.successor();
+                self.own_version = None;
+                next_round = Instant::now();
+                continue;
+            }
             if self.member.has_left() {
                 info!(identity = %self.settings.identity, "left the shard group");
                 return;
@@ -186,24 +207,60 @@ impl Membership {
         self.view.clone()
     }
 
-    /// Reads every Lease of the group, then writes ours if due.
+    /// Reads every Lease of the group, then writes ours if due, then lets
+    /// go of the Leases it judges expired.
     async fn round(&mut self) -> Result<(), RoundError> {
-        let snapshot = self.read().await?;
+        let (snapshot, finalized) = self.read().await?;
         let members = self.member.view().to_vec();
         self.member.observe(&snapshot, Instant::now());
         if self.member.view() != members.as_slice() {
             self.view.publish(self.member.assignment().clone());
         }
-        self.write_if_due().await
+        self.write_if_due().await?;
+        self.drop_expired_finalizers(&finalized).await
     }
 
-    async fn read(&self) -> Result<Snapshot, RoundError> {
+    /// The group's Leases as one snapshot, and those carrying [`FINALIZER`]
+    /// by member, as read.
+    async fn read(&self) -> Result<(Snapshot, BTreeMap<MemberId, Lease>), RoundError> {
         let selector = format!("{GROUP_LABEL}={}", self.settings.group);
         let list = self.api.list(&ListParams::default().labels(&selector)).await.map_err(RoundError::List)?;
         let revision = list.metadata.resource_version.unwrap_or_default();
         let revision = revision.parse::<u64>().map_err(|_| RoundError::Version(revision))?;
-        let leases = list.items.iter().filter_map(observed).map(Arc::new).collect();
-        Ok(Snapshot { revision, leases })
+        let mut finalized = BTreeMap::new();
+        let mut leases = Vec::with_capacity(list.items.len());
+        for lease in list.items {
+            let Some(seen) = observed(&lease) else { continue };
+            let holder = seen.record.holder.clone();
+            leases.push(Arc::new(seen));
+            if lease.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER) {
+                finalized.insert(holder, lease);
+            }
+        }
+        Ok((Snapshot { revision, leases }, finalized))
+    }
+
+    /// Removes [`FINALIZER`] from the Leases the member judges expired, on
+    /// condition they are still at the version judged: nothing can be
+    /// granted under them any more, and a crashed member's Lease must not
+    /// hold up a deletion (of its namespace, say) for ever. The member's
+    /// next write, should it come back, puts the finalizer back.
+    async fn drop_expired_finalizers(&self, finalized: &BTreeMap<MemberId, Lease>) -> Result<(), RoundError> {
+        for (holder, version) in self.member.expired_leases(Instant::now()) {
+            let Some(lease) = finalized.get(&holder) else { continue };
+            let stored = lease.metadata.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok());
+            let Some(name) = lease.metadata.name.as_deref().filter(|_| stored == Some(version.0)) else { continue };
+            let mut released = lease.clone();
+            released.metadata.finalizers = None;
+            // The resourceVersion read makes the write conditional on it.
+            match self.api.replace(name, &PostParams::default(), &released).await {
+                Ok(_) => info!(lease = %name, "removed the finalizer of an expired shard Lease"),
+                // Written since: its member is back, or another member was first.
+                Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => {}
+                Err(source) => return Err(RoundError::DropFinalizer { name: name.to_owned(), source }),
+            }
+        }
+        Ok(())
     }
 
     async fn write_if_due(&mut self) -> Result<(), RoundError> {
@@ -251,16 +308,23 @@ impl Membership {
     /// Our Lease carrying `record`.
     fn lease(&self, record: &LeaseRecord) -> Lease {
         let labels = BTreeMap::from([(GROUP_LABEL.to_owned(), self.settings.group.clone())]);
-        let annotations = BTreeMap::from([
+        let mut annotations = BTreeMap::from([
             (MEMBER_ANNOTATION.to_owned(), self.settings.identity.clone()),
             (CLAIMS_ANNOTATION.to_owned(), record.claims.to_annotation()),
         ]);
+        if let Some(write) = record.write {
+            annotations.insert(WRITE_ANNOTATION.to_owned(), write.to_annotation());
+        }
+        // Once it has left nothing is claimed: the finalizer goes, and a
+        // Lease being deleted goes with it.
+        let finalizers = (!record.leaving).then(|| vec![FINALIZER.to_owned()]);
         Lease {
             metadata: ObjectMeta {
                 name: Some(self.lease_name.clone()),
                 namespace: Some(self.settings.namespace.clone()),
                 labels: Some(labels),
                 annotations: Some(annotations),
+                finalizers,
                 resource_version: self.own_version.clone(),
                 ..ObjectMeta::default()
             },
@@ -303,14 +367,17 @@ fn observed(lease: &Lease) -> Option<ObservedLease> {
     let spec = lease.spec.as_ref()?;
     let leaving = spec.holder_identity.as_deref().is_none_or(str::is_empty);
     let seconds = spec.lease_duration_seconds.and_then(|s| u64::try_from(s).ok()).unwrap_or(0);
-    let record = LeaseRecord { holder: member, lease_duration: Duration::from_secs(seconds), claims, leaving };
-    Some(ObservedLease { version: LeaseVersion(version), record })
+    let write = annotations.get(WRITE_ANNOTATION).and_then(|text| WriteId::parse_annotation(text));
+    let record = LeaseRecord { holder: member, write, lease_duration: Duration::from_secs(seconds), claims, leaving };
+    let deleting = lease.metadata.deletion_timestamp.is_some();
+    Some(ObservedLease { version: LeaseVersion(version), record, deleting })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::shard::Slot;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     fn lease_with(annotations: &[(&str, &str)], holder: Option<&str>, version: &str) -> Lease {
         Lease {
@@ -336,6 +403,22 @@ mod tests {
         assert_eq!(observed.record.claims.len(), 11);
         assert!(observed.record.claims.contains(Slot::new(40).unwrap()));
         assert_eq!((observed.record.lease_duration, observed.record.leaving), (Duration::from_secs(15), false));
+    }
+
+    #[test]
+    fn a_write_id_should_read_back_and_a_deletion_asked_for_should_read_as_deleting() {
+        let write = WriteId { incarnation: 0xab, seq: 7 };
+        let annotations = [(MEMBER_ANNOTATION, "pod-a"), (WRITE_ANNOTATION, "00000000000000ab-7")];
+        let mut lease = lease_with(&annotations, Some("pod-a"), "5");
+        assert_eq!(write.to_annotation(), annotations[1].1);
+        let read = observed(&lease).unwrap();
+        assert_eq!((read.record.write, read.deleting), (Some(write), false));
+        lease.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
+        assert!(observed(&lease).unwrap().deleting);
+        for bad in ["ab-7", "00000000000000ab", "00000000000000ab-x", ""] {
+            let lease = lease_with(&[(MEMBER_ANNOTATION, "pod-a"), (WRITE_ANNOTATION, bad)], Some("pod-a"), "5");
+            assert_eq!(observed(&lease).unwrap().record.write, None, "{bad:?} is no write id");
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Replicas share the hash slots through one real coordination.k8s.io Lease
 //! each: together they cover every slot, no slot is ever granted by two at
 //! once, a crashed replica's slots are taken over once its Lease expires,
-//! and a replica that leaves hands its slots over at once.
+//! a replica that leaves hands its slots over at once, and a deleted Lease
+//! is handed over before it goes.
 //!
 //! The test plays each replica's queues: it records what each may grant
 //! from, and answers a revoke at once (no lease is ever held), so the
@@ -19,7 +20,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use workqueue_sidecar::shard::{Effect, Grant, ShardSettings, SlotSet};
-use workqueue_sidecar::shard_membership::{Membership, MembershipSettings, ShardEvent};
+use workqueue_sidecar::shard_membership::{FINALIZER, Membership, MembershipSettings, ShardEvent};
 
 const TIMINGS: ShardSettings = ShardSettings {
     lease_duration: Duration::from_secs(3),
@@ -167,6 +168,13 @@ async fn k8s_replicas_should_share_every_slot_once_and_take_over_a_crashed_one()
     c.crash();
     let takeover = covered(&[a, b], Duration::from_secs(30)).await;
     println!("c crashed: its slots granted again after {takeover:?} (lease duration {:?})", TIMINGS.lease_duration);
+    // Expired, c's Lease must not hold up a deletion: a or b removes its finalizer.
+    let leases = ns.api::<Lease>();
+    let crashed = Instant::now();
+    while has_finalizer(&leases.get("users-c").await.unwrap()) {
+        assert!(crashed.elapsed() < Duration::from_secs(30), "nobody removed the finalizer of c's expired Lease");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     b.stop.send_replace(true);
     let handover = covered(&[a], Duration::from_secs(30)).await;
@@ -185,9 +193,14 @@ async fn k8s_replicas_should_share_every_slot_once_and_take_over_a_crashed_one()
     ns.delete().await;
 }
 
-/// Someone deletes a running replica's Lease: the other must not take its
-/// slots while it may still grant from them (its claims count until its
-/// Lease would have expired), and it writes its Lease again.
+fn has_finalizer(lease: &Lease) -> bool {
+    lease.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER)
+}
+
+/// Someone deletes a running replica's Lease. Its finalizer keeps it,
+/// claims and all, so nobody takes the replica's slots while it may grant
+/// from them; the replica hands them over as on a stop, lets the Lease go
+/// and joins again with a new one, and gets its share back.
 #[tokio::test]
 #[ignore = "needs the local control plane: hack/control-plane up"]
 async fn k8s_a_deleted_lease_should_not_free_the_slots_of_its_running_replica() {
@@ -202,19 +215,29 @@ async fn k8s_a_deleted_lease_should_not_free_the_slots_of_its_running_replica() 
     let a_share = a.granting(Instant::now());
 
     let leases = ns.api::<Lease>();
+    let before = leases.get("users-a").await.unwrap();
+    assert!(has_finalizer(&before), "a running replica's Lease carries the finalizer");
     leases.delete("users-a", &DeleteParams::default()).await.unwrap();
     let deleted = Instant::now();
-    while leases.get_opt("users-a").await.unwrap().is_none() {
-        assert!(deleted.elapsed() < Duration::from_secs(30), "a did not write its Lease again");
+    let marked = leases.get("users-a").await.unwrap();
+    assert!(marked.metadata.deletion_timestamp.is_some(), "the finalizer keeps the Lease, marked, claims and all");
+    // a hands everything over, then its Lease goes and a new one comes.
+    loop {
+        let now = leases.get_opt("users-a").await.unwrap();
+        if now.is_some_and(|l| l.metadata.uid != before.metadata.uid && l.metadata.deletion_timestamp.is_none()) {
+            break;
+        }
+        assert!(deleted.elapsed() < Duration::from_secs(30), "a did not join again with a new Lease");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    println!("a wrote its Lease again {:?} after it was deleted", deleted.elapsed());
-    // Past the instant its Lease would have expired had it not come back:
-    // the window in which b could wrongly take a's slots.
-    tokio::time::sleep(TIMINGS.lease_duration + TIMINGS.retry_period * 2).await;
+    println!("a joined again with a new Lease {:?} after its Lease was deleted", deleted.elapsed());
+    while a.granting(Instant::now()) != a_share {
+        assert!(deleted.elapsed() < Duration::from_secs(60), "a did not get its share back");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     covered(&[&a, &b], Duration::from_secs(30)).await;
+    println!("a granted its share again {:?} after its Lease was deleted", deleted.elapsed());
     assert_eq!(checker.overlaps(), Vec::<String>::new(), "no slot granted by two replicas at once");
-    assert_eq!(a.granting(Instant::now()), a_share, "a kept its slots");
     a.stop.send_replace(true);
     b.stop.send_replace(true);
     ns.delete().await;

@@ -18,13 +18,15 @@
 //! Why no slot is held by two members at once is in docs/sharding.md.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::assignment::Assignment;
-use super::observation::{LeaseRecord, LeaseVersion, MemberId, ObservedLease, Snapshot};
+use super::observation::{LeaseRecord, LeaseVersion, MemberId, ObservedLease, Snapshot, WriteId};
 use super::settings::ShardSettings;
 use super::slot::SlotSet;
 
@@ -83,6 +85,16 @@ pub(crate) enum Fault {
     /// Forget a Lease as soon as a read no longer has it (deleted by hand):
     /// its member may still be granting from its slots.
     ForgetDeletedLeases,
+    /// Take a Lease whose deletion was asked for as gone at once, claims and
+    /// all: its member may still be granting from its slots.
+    IgnoreDeletingLeases,
+}
+
+/// A number no other `Member` (in this process, or likely in any other)
+/// starts with: random per process, then counted.
+fn fresh_incarnation() -> u64 {
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    RandomState::new().hash_one(COUNT.fetch_add(1, Ordering::Relaxed))
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -123,6 +135,8 @@ struct Written {
 
 pub struct Member {
     id: MemberId,
+    /// Sets this member's writes apart from any earlier incarnation's.
+    incarnation: u64,
     settings: ShardSettings,
     next_seq: u64,
     in_flight: Option<InFlight>,
@@ -146,10 +160,11 @@ pub struct Member {
     /// Every other Lease's version and when this member first saw it: a
     /// Lease is expired once unchanged for its duration by this member's clock.
     ///
-    /// A Lease gone from a read (deleted by hand, say) stays here as last
-    /// read until it would have expired, and at least until its member's
-    /// term surely ended (it may have renewed unseen just before the
-    /// deletion: `ShardSettings::term_bound` past the first read without it), and
+    /// A Lease gone from a read without having been read as being deleted
+    /// (its finalizer removed by hand, say) stays here as last read until it
+    /// would have expired, and at least until its member's term surely
+    /// ended (it may have renewed unseen just before the deletion:
+    /// `ShardSettings::term_bound` past the first read without it), and
     /// until no write this member may still check was sent before that: a
     /// deletion must not free its slots sooner than the member's crash
     /// would. Its member may still be running and granting.
@@ -166,6 +181,9 @@ pub struct Member {
     handovers: Vec<(Instant, SlotSet)>,
     leaving: bool,
     left: bool,
+    /// Its own Lease is being deleted: it leaves, and once it has left, its
+    /// shell lets the Lease go and joins again as a new member.
+    deleted: bool,
     effects: Vec<Effect>,
     fault: Fault,
 }
@@ -174,6 +192,7 @@ impl Member {
     pub fn new(id: MemberId, settings: ShardSettings) -> Member {
         Member {
             id,
+            incarnation: fresh_incarnation(),
             settings,
             next_seq: 1,
             in_flight: None,
@@ -195,6 +214,7 @@ impl Member {
             handovers: Vec::new(),
             leaving: false,
             left: false,
+            deleted: false,
             effects: Vec::new(),
             fault: Fault::None,
         }
@@ -213,6 +233,39 @@ impl Member {
     /// Whether the member has released everything and published that it left.
     pub fn has_left(&self) -> bool {
         self.left
+    }
+
+    /// Whether it is leaving (asked to, or because its Lease is being deleted).
+    pub fn is_leaving(&self) -> bool {
+        self.leaving
+    }
+
+    /// Whether it left because someone deleted its Lease: the shell then lets
+    /// the Lease go (drops its finalizer) and starts a new member in its place.
+    pub fn was_deleted(&self) -> bool {
+        self.deleted
+    }
+
+    /// A new member in its place, once it left because its Lease was being
+    /// deleted: it takes no read older than its predecessor's last write,
+    /// which deleted the Lease, so it never sees that Lease again.
+    pub fn successor(&self) -> Member {
+        let mut next = Member::new(self.id.clone(), self.settings);
+        next.fault = self.fault;
+        let last_write = self.written.back().map(|w| w.version.0);
+        next.last_revision = self.last_revision.max(last_write);
+        next
+    }
+
+    /// The other Leases, as last read, that are expired as of `now`, with
+    /// the version judged: nothing can be granted under them any more, so
+    /// their finalizers may go (only if the Lease is still at that version).
+    pub fn expired_leases(&self, now: Instant) -> Vec<(MemberId, LeaseVersion)> {
+        self.seen
+            .iter()
+            .filter(|(_, seen)| seen.gone_since.is_none() && now >= seen.expires(&self.settings))
+            .map(|(holder, seen)| (holder.clone(), seen.lease.version))
+            .collect()
     }
 
     /// The live members as last read (this member included unless leaving).
@@ -308,16 +361,30 @@ impl Member {
                 own = Some(lease);
                 continue;
             }
+            if lease.deleting && self.fault == Fault::IgnoreDeletingLeases {
+                continue;
+            }
+            // Unchanged, or changed by someone else's write (a deletion
+            // asked for, a finalizer removed): no renewal since.
             let since = match self.seen.get(&lease.record.holder) {
                 Some(seen) if seen.lease.version == lease.version => seen.since,
+                Some(seen) if seen.lease.record.write.is_some() && seen.lease.record.write == lease.record.write => {
+                    seen.since
+                }
                 _ => now,
             };
             seen.insert(lease.record.holder.clone(), Seen { lease: lease.clone(), since, gone_since: None });
         }
+        // A Lease last read while being deleted is gone for good once it is
+        // gone: its finalizer held it until its member had left or another
+        // member judged it expired. Any other Lease gone from the reads lost
+        // its finalizer by hand, or never had one (left, or written by an
+        // older release): it is kept as last read, as `seen` says.
+        let forget_at_once = matches!(self.fault, Fault::ForgetDeletedLeases | Fault::IgnoreDeletingLeases);
         let gone: Vec<(MemberId, Seen)> = std::mem::take(&mut self.seen)
             .into_iter()
             .filter(|(holder, _)| !seen.contains_key(holder))
-            .filter(|(_, last)| self.fault != Fault::ForgetDeletedLeases && !self.forgettable(last, now))
+            .filter(|(_, last)| !last.lease.deleting && !forget_at_once && !self.forgettable(last, now))
             .map(|(holder, last)| (holder, Seen { gone_since: last.gone_since.or(Some(now)), ..last }))
             .collect();
         seen.extend(gone);
@@ -356,6 +423,12 @@ impl Member {
         if let Some(own) = own {
             self.adopt_previous_incarnation(own, now);
             self.check_claims(own, &leases, now);
+            if own.deleting && !self.deleted {
+                // Somebody wants this Lease gone: hand everything over, as
+                // on a stop, then let it go and join again under a new one.
+                self.deleted = true;
+                self.leave(now);
+            }
         }
         self.release_moved(now);
         self.claim_assigned();
@@ -512,8 +585,13 @@ impl Member {
         self.in_flight = Some(InFlight { seq, sent_at: now, leaving });
         self.last_sent_at = Some(now);
         self.dirty = false;
-        let record =
-            LeaseRecord { holder: self.id.clone(), lease_duration: self.settings.lease_duration, claims, leaving };
+        let record = LeaseRecord {
+            holder: self.id.clone(),
+            write: Some(WriteId { incarnation: self.incarnation, seq }),
+            lease_duration: self.settings.lease_duration,
+            claims,
+            leaving,
+        };
         Some(LeaseWrite { seq, record })
     }
 

@@ -32,9 +32,21 @@ impl Store {
         let Some(write) = member.next_write(now) else { return false };
         self.revision += 1;
         let version = LeaseVersion(self.revision);
-        self.leases.insert(write.record.holder.clone(), Arc::new(ObservedLease { version, record: write.record }));
+        self.leases.insert(
+            write.record.holder.clone(),
+            Arc::new(ObservedLease { version, record: write.record, deleting: false }),
+        );
         member.write_succeeded(write.seq, version, now);
         true
+    }
+
+    /// Someone asks for `holder`'s Lease to be deleted: its finalizer keeps
+    /// it, marked, at a new version.
+    fn mark_deleting(&mut self, holder: &str) {
+        self.revision += 1;
+        let version = LeaseVersion(self.revision);
+        let lease = self.leases.get_mut(holder).expect("a Lease to delete");
+        *lease = Arc::new(ObservedLease { version, deleting: true, ..(**lease).clone() });
     }
 
     /// A write, then a read, as the I/O loop would do.
@@ -185,6 +197,79 @@ fn a_deleted_lease_should_keep_its_slots_until_it_would_have_expired() {
     store.round(&mut b, t0 + secs(17));
     store.round(&mut b, t0 + secs(18));
     assert_eq!(b.grant(t0 + secs(18)).map(|g| g.slots), Some(SlotSet::FULL), "as after a crash");
+}
+
+#[test]
+fn a_member_whose_lease_is_being_deleted_should_hand_everything_over_and_leave_to_join_again() {
+    let t0 = Instant::now();
+    let mut store = Store::default();
+    let mut a = lone_holder(&mut store, t0);
+    a.take_effects();
+    store.mark_deleting("a");
+    a.observe(&store.snapshot(), t0 + secs(2));
+    assert!(a.is_leaving() && a.was_deleted());
+    assert!(a.grant(t0 + secs(2)).is_none(), "nothing granted once it saw the deletion");
+    assert_eq!(a.take_effects(), vec![Effect::Revoke(SlotSet::FULL)]);
+    assert!(!a.has_left(), "its claims stand until the leases in them ended");
+    a.leases_ended(&SlotSet::FULL);
+    assert!(store.write(&mut a, t0 + secs(2)));
+    assert!(a.has_left(), "left: the shell drops the finalizer and starts a new member");
+}
+
+#[test]
+fn a_lease_being_deleted_should_keep_its_claims_for_a_member_that_starts_after() {
+    let t0 = Instant::now();
+    let mut store = Store::default();
+    let _paused = lone_holder(&mut store, t0);
+    store.mark_deleting("a");
+    // b starts after the deletion was asked for: it never read a's Lease
+    // before, and a (paused) has not seen the deletion.
+    let mut b = member("b");
+    store.round(&mut b, t0 + secs(3));
+    store.round(&mut b, t0 + secs(17));
+    assert!(b.grant(t0 + secs(17)).is_none(), "a's claims stand while being deleted, until a's Lease expired");
+    assert!(b.expired_leases(t0 + secs(17)).is_empty());
+    store.round(&mut b, t0 + secs(18));
+    store.round(&mut b, t0 + secs(19));
+    assert_eq!(b.grant(t0 + secs(19)).map(|g| g.slots), Some(SlotSet::FULL), "as after a crash");
+    let a_version = store.leases["a"].version;
+    assert_eq!(b.expired_leases(t0 + secs(19)), vec![(Arc::from("a"), a_version)], "its finalizer may go");
+}
+
+#[test]
+fn a_deletion_asked_for_should_not_count_as_a_renewal() {
+    let t0 = Instant::now();
+    let mut store = Store::default();
+    let _crashed = lone_holder(&mut store, t0);
+    let mut b = member("b");
+    // b first sees a's last renewal at t0 + 2 s; the deletion, at t0 + 10 s,
+    // writes a new version that a did not write.
+    store.round(&mut b, t0 + secs(2));
+    store.mark_deleting("a");
+    store.round(&mut b, t0 + secs(10));
+    store.round(&mut b, t0 + secs(17));
+    store.round(&mut b, t0 + secs(18));
+    assert_eq!(b.grant(t0 + secs(18)).map(|g| g.slots), Some(SlotSet::FULL), "expired 15 s after t0 + 2 s");
+}
+
+#[test]
+fn a_lease_gone_after_being_read_as_deleted_should_free_its_slots_at_once() {
+    let t0 = Instant::now();
+    let mut store = Store::default();
+    let mut a = lone_holder(&mut store, t0);
+    let mut b = member("b");
+    store.round(&mut b, t0 + secs(1));
+    store.mark_deleting("a");
+    store.round(&mut b, t0 + secs(2));
+    a.observe(&store.snapshot(), t0 + secs(2));
+    a.leases_ended(&SlotSet::FULL);
+    assert!(store.write(&mut a, t0 + secs(2)) && a.has_left());
+    // The write that dropped the finalizer deleted the Lease.
+    store.leases.remove("a");
+    store.revision += 1;
+    store.round(&mut b, t0 + secs(3));
+    store.round(&mut b, t0 + secs(4));
+    assert_eq!(b.grant(t0 + secs(4)).map(|g| g.slots), Some(SlotSet::FULL), "no wait for a term or an expiry");
 }
 
 #[test]

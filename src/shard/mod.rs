@@ -24,7 +24,7 @@ mod simulation;
 pub use assignment::{Assignment, TOKENS};
 pub use hash::{fnv1a64, shard_hash};
 pub use member::{Effect, Grant, LeaseWrite, Member};
-pub use observation::{LeaseRecord, LeaseVersion, MemberId, ObservedLease, Snapshot};
+pub use observation::{LeaseRecord, LeaseVersion, MemberId, ObservedLease, Snapshot, WriteId};
 pub use settings::{ShardSettings, ShardSettingsError};
 pub use slot::{HashRange, SLOT_BITS, SLOTS, Slot, SlotParseError, SlotSet};
 pub use view::ShardView;

@@ -3,7 +3,8 @@
 //! The I/O step maps `coordination.k8s.io` Leases onto these types:
 //! `holderIdentity` is the holder (empty once the member left),
 //! `leaseDurationSeconds` the duration, the resourceVersion the version,
-//! and an annotation the claimed slots ([`SlotSet::to_annotation`]).
+//! an annotation the claimed slots ([`SlotSet::to_annotation`]), and a
+//! `deletionTimestamp` a deletion asked for.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,10 +19,40 @@ pub type MemberId = Arc<str>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct LeaseVersion(pub u64);
 
+/// Tells a member's own writes of its Lease from other writes to it (a
+/// deletion asked for, a finalizer removed by another member), which copy
+/// it: each write of a member carries a new one, and no two incarnations of
+/// a member share an `incarnation`. So a new version with the same
+/// `WriteId` is no renewal, and does not restart the Lease's expiry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WriteId {
+    pub incarnation: u64,
+    pub seq: u64,
+}
+
+impl WriteId {
+    /// As written on the Lease: `<incarnation, 16 hex digits>-<seq>`.
+    pub fn to_annotation(self) -> String {
+        format!("{:016x}-{}", self.incarnation, self.seq)
+    }
+
+    /// `None` for anything [`WriteId::to_annotation`] did not write.
+    pub fn parse_annotation(text: &str) -> Option<WriteId> {
+        let (incarnation, seq) = text.split_once('-')?;
+        if incarnation.len() != 16 {
+            return None;
+        }
+        Some(WriteId { incarnation: u64::from_str_radix(incarnation, 16).ok()?, seq: seq.parse().ok()? })
+    }
+}
+
 /// What a member writes in its own Lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseRecord {
     pub holder: MemberId,
+    /// `None` on a Lease written by a release before write ids: then every
+    /// new version counts as a renewal.
+    pub write: Option<WriteId>,
     pub lease_duration: Duration,
     /// Every slot this member may grant from, is about to, or still has
     /// leases in: another member takes none of them before they are gone
@@ -37,6 +68,11 @@ pub struct LeaseRecord {
 pub struct ObservedLease {
     pub version: LeaseVersion,
     pub record: LeaseRecord,
+    /// Someone asked for the Lease to be deleted. A member's Lease carries a
+    /// finalizer while it may claim slots, so it stays readable, claims and
+    /// all, until its member has left or it expired: a deletion never hides
+    /// the claims of a member that may still grant from them.
+    pub deleting: bool,
 }
 
 /// Every member's Lease as of one instant of the API server: a list, or an
