@@ -68,20 +68,31 @@ impl Assignment {
     /// (the rule has no history), kept for callers that update one.
     pub fn update(&self, members: &[MemberId]) -> Assignment {
         let members = Assignment::sorted(members);
-        // Every token, in ring order; a tie goes to the smaller identity.
-        let mut tokens: Vec<(u64, u16)> = (0..members.len())
-            .filter_map(|m| u16::try_from(m).ok())
-            .flat_map(|m| (0..TOKENS).map(move |i| (m, i)))
-            .map(|(m, i)| (token(members[usize::from(m)].1, i), m))
-            .collect();
-        tokens.sort_unstable();
-        let owner = Slot::all()
-            .map(|slot| {
-                let start = (slot.index() as u64) << (64 - super::slot::SLOT_BITS);
-                let next = tokens.partition_point(|(at, _)| *at < start);
-                tokens.get(next).or(tokens.first()).map_or(NONE, |(_, m)| *m)
-            })
-            .collect();
+        // The first token of each slot's range, if any: the slot's owner is
+        // the member of the first token at or after its start, so the first
+        // token of the nearest nonempty range from the slot on, wrapping
+        // around. A tie goes to the smaller identity. No sort: every member
+        // recomputes this on each change of the view, 100 members in the
+        // simulation.
+        let mut first: Vec<Option<(u64, u16)>> = vec![None; SLOTS];
+        for m in (0..members.len()).filter_map(|m| u16::try_from(m).ok()) {
+            for i in 0..TOKENS {
+                let at = token(members[usize::from(m)].1, i);
+                let range = &mut first[usize::try_from(at >> (64 - super::slot::SLOT_BITS)).unwrap_or(0)];
+                if range.is_none_or(|earlier| (at, m) < earlier) {
+                    *range = Some((at, m));
+                }
+            }
+        }
+        let wrapped = first.iter().flatten().next().map_or(NONE, |(_, m)| *m);
+        let mut owner = vec![NONE; SLOTS];
+        let mut next = wrapped;
+        for (slot, range) in first.iter().enumerate().rev() {
+            if let Some((_, m)) = range {
+                next = *m;
+            }
+            owner[slot] = next;
+        }
         Assignment { members, owner }
     }
 
@@ -190,7 +201,35 @@ mod tests {
         assert_eq!(before.moved(&after), before.slots_of(&members[0]));
     }
 
+    /// The rule as first written: every token sorted on the ring, each slot
+    /// owned by the first token at or after its start.
+    fn owners_by_sorted_tokens(members: &[MemberId]) -> Vec<Option<MemberId>> {
+        let mut tokens: Vec<(u64, MemberId)> = Assignment::sorted(members)
+            .into_iter()
+            .flat_map(|(m, hash)| (0..TOKENS).map(move |i| (token(hash, i), m.clone())))
+            .collect();
+        tokens.sort();
+        Slot::all()
+            .map(|slot| {
+                let start = (slot.index() as u64) << (64 - crate::shard::SLOT_BITS);
+                let next = tokens.partition_point(|(at, _)| *at < start);
+                tokens.get(next).or(tokens.first()).map(|(_, m)| m.clone())
+            })
+            .collect()
+    }
+
     proptest! {
+        #[test]
+        fn each_slot_should_belong_to_the_first_token_at_or_after_its_start(
+            picked in proptest::collection::vec(0usize..200, 0..30),
+        ) {
+            let all = ids(200);
+            let members: Vec<MemberId> = picked.iter().map(|i| all[*i].clone()).collect();
+            let assignment = Assignment::compute(&members);
+            let owners: Vec<Option<MemberId>> = Slot::all().map(|s| assignment.owner(s).cloned()).collect();
+            prop_assert_eq!(owners, owners_by_sorted_tokens(&members));
+        }
+
         #[test]
         fn an_updated_assignment_should_equal_one_computed_from_scratch(
             before in proptest::collection::vec(0usize..40, 0..20),
