@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::member::{Effect, Member};
+use super::member::{Effect, Fault, Member};
 use super::observation::{LeaseVersion, MemberId, ObservedLease, Snapshot};
 use super::settings::ShardSettings;
 use super::slot::SlotSet;
@@ -270,6 +270,45 @@ fn a_lease_gone_after_being_read_as_deleted_should_free_its_slots_at_once() {
     store.round(&mut b, t0 + secs(3));
     store.round(&mut b, t0 + secs(4));
     assert_eq!(b.grant(t0 + secs(4)).map(|g| g.slots), Some(SlotSet::FULL), "no wait for a term or an expiry");
+}
+
+/// The check of a claim judges the other Leases as of the claim's write, not
+/// as of the moment the snapshot is read: a snapshot read long after it was
+/// taken may show a Lease that looks expired now but whose member renewed
+/// after the snapshot and still holds. Judged now (`JudgeExpiryNow`), both
+/// hold; the simulation, with reads at most 3 s stale, never built this.
+#[test]
+fn a_check_read_late_should_judge_the_other_claims_as_of_its_own_write() {
+    for fault in [Fault::None, Fault::JudgeExpiryNow] {
+        let t0 = Instant::now();
+        let mut store = Store::default();
+        let before_a = store.snapshot();
+        let mut a = lone_holder(&mut store, t0);
+        let mut b = member("b").with_fault(fault);
+        // A stale read from before a existed: b claims everything; then a
+        // read with a's Lease (first seen at t0 + 3 s): b keeps claiming its
+        // share, and writes that claim.
+        b.observe(&before_a, t0 + secs(2));
+        b.observe(&store.snapshot(), t0 + secs(3));
+        assert!(store.write(&mut b, t0 + secs(4)));
+        let late = store.snapshot();
+        // a renews, without reading (its reads fail, say); b renews too.
+        for t in (5..=17).step_by(2) {
+            store.write(&mut a, t0 + secs(t));
+            store.write(&mut b, t0 + secs(t));
+        }
+        // b reads the snapshot taken at t0 + 4 s only now, when a's version
+        // in it is 15 s old by b's clock.
+        let now = t0 + secs(18);
+        b.observe(&late, now);
+        let held = |m: &Member| m.grant(now).map_or(SlotSet::EMPTY, |g| g.slots);
+        assert_eq!(held(&a), SlotSet::FULL, "a renewed all along");
+        let both = held(&a).intersection(&held(&b));
+        match fault {
+            Fault::None => assert!(both.is_empty(), "b took {} of a's slots", both.len()),
+            _ => assert!(!both.is_empty(), "judged as of now, b takes slots a holds"),
+        }
+    }
 }
 
 #[test]
