@@ -81,10 +81,10 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
                 holder: held.holder.clone(),
                 deadline: held.deadline,
                 granted_at: held.granted_at,
-                dirty: held.pending.as_ref().map(DirtyStatus::from),
+                dirty: held.pending.as_deref().map(DirtyStatus::from),
             },
             Phase::Settling { until, pending, .. } => {
-                KeyPhase::Settling { until: *until, dirty: pending.as_ref().map(DirtyStatus::from) }
+                KeyPhase::Settling { until: *until, dirty: pending.as_deref().map(DirtyStatus::from) }
             }
         };
         KeyStatus {

@@ -86,7 +86,7 @@ enum Phase {
     Settling {
         until: Instant,
         seq: u64,
-        pending: Option<Pending>,
+        pending: Option<Box<Pending>>,
     },
 }
 
@@ -97,7 +97,7 @@ struct HeldLease {
     deadline: Instant,
     granted_at: Instant,
     /// Added again while held (client-go's dirty set).
-    pending: Option<Pending>,
+    pending: Option<Box<Pending>>,
     /// The worker wrote through the sidecar under this lease, and the caches
     /// have not all seen it yet: the key settles when the lease ends.
     unsettled: bool,
@@ -113,15 +113,17 @@ struct Pending {
 
 impl Pending {
     /// Merges an add into what is pending, as an add merges into a queued
-    /// key: the higher priority and the earlier ready time win.
-    fn merge_into(pending: &mut Option<Pending>, add: Pending) {
+    /// key: the higher priority and the earlier ready time win. Boxed: a
+    /// dirty add is the exception, and inline it would make every entry in
+    /// the slab 64 bytes larger.
+    fn merge_into(pending: &mut Option<Box<Pending>>, add: Pending) {
         match pending {
             Some(pending) => {
                 pending.priority = pending.priority.max(add.priority);
                 pending.reasons.merge(add.reasons);
                 pending.ready_at = pending.ready_at.min(add.ready_at);
             }
-            None => *pending = Some(add),
+            None => *pending = Some(Box::new(add)),
         }
     }
 }
