@@ -24,7 +24,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     /// How long held leases have run: the sum and the longest, in seconds
     /// (client-go's unfinished work and longest running processor).
     pub(crate) fn processing_ages(&self, now: Instant) -> (f64, f64) {
-        self.leases.values().fold((0.0, 0.0), |(sum, longest), &slot| match &self.entries[slot].phase {
+        self.held_slots().into_iter().fold((0.0, 0.0), |(sum, longest), slot| match &self.entries[slot].phase {
             Phase::Held(held) => {
                 let age = now.saturating_duration_since(held.granted_at).as_secs_f64();
                 (sum + age, f64::max(longest, age))
@@ -35,8 +35,8 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
 
     pub(crate) fn counts(&self) -> QueueCounts {
         let dirty = self
-            .leases
-            .values()
+            .held_slots()
+            .iter()
             .chain(self.settling.values())
             .filter(|&&slot| match &self.entries[slot].phase {
                 Phase::Held(held) => held.pending.is_some(),
@@ -105,7 +105,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             self.entries.len(),
             self.ready.len(),
             self.waiting.len(),
-            self.leases.len(),
+            self.leases.stored(),
             self.settling.len(),
         ]
     }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::lease_deadlines::LeaseDeadline;
 use super::{LeaseEnd, Pending, Phase, QueueState};
 use crate::queue::error::QueueError;
 use crate::queue::lease::{FinishOutcome, Holder, LeaseRenewal, LeaseToken};
@@ -66,11 +67,17 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     {
         let slot = self.held_slot(key, token).inspect_err(|_| self.observer.stale_token())?;
         let deadline = self.lease_deadline(ttl, now).max(now);
+        let record = self.next_seq();
         let Phase::Held(held) = &mut self.entries[slot].phase else { unreachable!("held_slot checked the phase") };
-        self.leases.remove(&(held.deadline, token));
-        held.deadline = deadline;
-        self.leases.insert((deadline, token), slot);
-        self.note_deadline(deadline);
+        // An unchanged deadline (cut to the leader's term) has its record already.
+        if held.deadline != deadline {
+            held.deadline = deadline;
+            held.deadline_record = record;
+            self.leases.insert(LeaseDeadline { deadline, token, record, slot });
+            // The record of the old deadline is stale now.
+            self.lease_ended();
+            self.note_deadline(deadline);
+        }
         // A deadline that cannot move forward (the leader's term ended) means stop.
         Ok(LeaseRenewal { deadline, cancel: self.cancel_held || deadline <= now })
     }
@@ -131,12 +138,8 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
 
     /// Returns every lease of `holder` to the queue, as failures; how many.
     pub(crate) fn release_holder(&mut self, holder: &Holder, now: Instant) -> usize {
-        let slots: Vec<Slot> = self
-            .leases
-            .values()
-            .copied()
-            .filter(|&slot| matches!(&self.entries[slot].phase, Phase::Held(held) if held.holder == *holder))
-            .collect();
+        let mut slots = self.held_slots();
+        slots.retain(|&slot| matches!(&self.entries[slot].phase, Phase::Held(held) if held.holder == *holder));
         for &slot in &slots {
             self.end_lease(slot, LeaseEnd::Lost(ReasonKind::LeaseReleased), now);
         }
@@ -146,7 +149,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     /// Returns every held key to the queue without counting a failure (the
     /// end of a drain); how many.
     pub(crate) fn return_all_held(&mut self, now: Instant) -> usize {
-        let slots: Vec<Slot> = self.leases.values().copied().collect();
+        let slots = self.held_slots();
         for &slot in &slots {
             self.end_lease(slot, LeaseEnd::Returned, now);
         }
@@ -187,7 +190,8 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         let Phase::Held(held) = std::mem::replace(&mut entry.phase, Phase::Idle) else {
             unreachable!("only held keys have leases")
         };
-        self.leases.remove(&(held.deadline, held.token));
+        self.lease_ended();
+        let entry = &mut self.entries[slot];
         let how = match end {
             LeaseEnd::Lost(ReasonKind::LeaseExpired) => LeaseEndKind::Expired,
             LeaseEnd::Lost(_) => LeaseEndKind::Released,

@@ -27,8 +27,10 @@ use super::reason::{Reason, ReasonKind, ReasonSet};
 use super::settings::QueueSettings;
 use super::time;
 use crate::shard::{Slot as ShardSlot, SlotSet};
+use lease_deadlines::{LeaseDeadline, LeaseDeadlines};
 
 mod inspect;
+mod lease_deadlines;
 mod lease_end;
 mod shards;
 
@@ -95,6 +97,10 @@ struct HeldLease {
     token: LeaseToken,
     holder: Holder,
     deadline: Instant,
+    /// Names the deadline heap's record of `deadline`; an extend makes a new
+    /// one, so a record left from before cannot pass for current if the
+    /// deadline moves back to its old value.
+    deadline_record: u64,
     granted_at: Instant,
     /// Added again while held (client-go's dirty set).
     pending: Option<Box<Pending>>,
@@ -151,7 +157,7 @@ pub(crate) struct QueueState<K> {
     /// Delayed keys by ready time; the sequence number breaks ties.
     waiting: BTreeMap<(Instant, u64), Slot>,
     /// Held keys by lease deadline.
-    leases: BTreeMap<(Instant, LeaseToken), Slot>,
+    leases: LeaseDeadlines,
     /// Settling keys by the latest instant they settle.
     settling: BTreeMap<(Instant, u64), Slot>,
     next_seq: u64,
@@ -198,7 +204,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             entries: Slab::new(),
             ready: ReadyLanes::default(),
             waiting: BTreeMap::new(),
-            leases: BTreeMap::new(),
+            leases: LeaseDeadlines::default(),
             settling: BTreeMap::new(),
             next_seq: 0,
             tokens: TokenSource::new(),
@@ -440,6 +446,17 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         self.note_deadline(until);
     }
 
+    /// The slots of the held keys, earliest deadline first.
+    fn held_slots(&self) -> Vec<Slot> {
+        self.leases.current_slots(|lease| lease_is_current(&self.entries, lease))
+    }
+
+    /// Tells the deadline heap that a lease it recorded is no longer current.
+    fn lease_ended(&mut self) {
+        let entries = &self.entries;
+        self.leases.ended(|lease| lease_is_current(entries, lease));
+    }
+
     fn next_seq(&mut self) -> u64 {
         self.next_seq = self.next_seq.wrapping_add(1);
         self.next_seq
@@ -492,7 +509,8 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         let slot = popped.slot;
         let token = self.tokens.next();
         let deadline = self.lease_deadline(ttl, now);
-        self.leases.insert((deadline, token), slot);
+        let deadline_record = self.next_seq();
+        self.leases.insert(LeaseDeadline { deadline, token, record: deadline_record, slot });
         self.note_deadline(deadline);
         let entry = &mut self.entries[slot];
         let enqueued_at = entry.enqueued_at.unwrap_or(popped.ready_since);
@@ -501,6 +519,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             token,
             holder: holder.clone(),
             deadline,
+            deadline_record,
             granted_at: now,
             pending: None,
             unsettled: false,
@@ -541,11 +560,11 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             self.waiting.remove(&(until, seq));
             self.make_ready(slot, now);
         }
-        while let Some((&(deadline, _), &slot)) = self.leases.first_key_value() {
-            if deadline > now {
+        while let Some(lease) = self.leases.first() {
+            if lease.deadline > now {
                 break;
             }
-            self.end_lease(slot, LeaseEnd::Lost(ReasonKind::LeaseExpired), now);
+            self.end_lease(lease.slot, LeaseEnd::Lost(ReasonKind::LeaseExpired), now);
         }
         while let Some((&(until, _), &slot)) = self.settling.first_key_value() {
             if until > now {
@@ -559,7 +578,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     /// The next instant at which `advance` has something to do.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         let waiting = self.waiting.first_key_value().map(|(&(until, _), _)| until);
-        let lease = self.leases.first_key_value().map(|(&(deadline, _), _)| deadline);
+        let lease = self.leases.first().map(|lease| lease.deadline);
         let settling = self.settling.first_key_value().map(|(&(until, _), _)| until);
         [waiting, lease, settling].into_iter().flatten().min()
     }
@@ -626,4 +645,12 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     pub(crate) fn holds(&self) -> Vec<&'static str> {
         self.holds.to_vec()
     }
+}
+
+/// Whether a recorded lease deadline is still that of a held key.
+fn lease_is_current<K>(entries: &Slab<Entry<K>>, lease: &LeaseDeadline) -> bool {
+    matches!(
+        entries.get(lease.slot).map(|entry| &entry.phase),
+        Some(Phase::Held(held)) if held.token == lease.token && held.deadline_record == lease.record
+    )
 }

@@ -90,7 +90,8 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             }
         }
         // No lease outlives the ownership of its key's slot.
-        let revoked: Vec<Slot> = self.leases.values().copied().filter(|&slot| !self.may_grant(slot)).collect();
+        let mut revoked = self.held_slots();
+        revoked.retain(|&slot| !self.may_grant(slot));
         for &slot in &revoked {
             self.end_lease(slot, LeaseEnd::Returned, now);
         }
