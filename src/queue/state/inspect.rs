@@ -61,7 +61,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let Some(&slot) = self.index.get(key) else {
+        let Some(slot) = self.slot_of(key) else {
             return KeyStatus {
                 phase: KeyPhase::Absent,
                 priority: 0,

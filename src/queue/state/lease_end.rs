@@ -107,7 +107,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let Some(&slot) = self.index.get(key) else { return false };
+        let Some(slot) = self.slot_of(key) else { return false };
         match &mut self.entries[slot].phase {
             Phase::Held(held) => {
                 held.unsettled = false;
@@ -176,9 +176,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         Q: Hash + Eq + ?Sized,
     {
         let current = self
-            .index
-            .get(key)
-            .copied()
+            .slot_of(key)
             .filter(|&slot| matches!(&self.entries[slot].phase, Phase::Held(held) if held.token == token));
         current.ok_or(QueueError::StaleToken { token })
     }
@@ -269,8 +267,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     fn remove_if_idle(&mut self, slot: Slot) {
         let entry = &self.entries[slot];
         if matches!(entry.phase, Phase::Idle) && entry.failures == 0 {
-            let entry = self.entries.remove(slot);
-            self.index.remove(&entry.key);
+            self.remove_entry(slot);
         }
     }
 
@@ -282,7 +279,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        if let Some(&slot) = self.index.get(key) {
+        if let Some(slot) = self.slot_of(key) {
             let entry = &mut self.entries[slot];
             entry.failures = 0;
             entry.last_error = None;
@@ -296,6 +293,6 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.index.get(key).map_or(0, |&slot| self.entries[slot].failures)
+        self.slot_of(key).map_or(0, |slot| self.entries[slot].failures)
     }
 }

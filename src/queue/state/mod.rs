@@ -8,11 +8,14 @@
 //! async `WorkQueue` wraps this in a mutex; tests drive it directly with
 //! explicit instants.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::borrow::Borrow;
+use std::collections::{BTreeMap, HashSet};
+use std::hash::BuildHasher;
 use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hashbrown::HashTable;
 use slab::Slab;
 use smallvec::SmallVec;
 use tokio::time::Instant;
@@ -50,6 +53,9 @@ pub enum AddOutcome {
 #[derive(Debug)]
 struct Entry<K> {
     key: K,
+    /// The key's hash in `index`, kept so that removing the key or growing
+    /// the index never hashes it again.
+    hash: u64,
     phase: Phase,
     failures: u32,
     last_error: Option<Arc<str>>,
@@ -149,9 +155,12 @@ pub(crate) struct QueueState<K> {
     settings: QueueSettings,
     observer: Arc<dyn QueueObserver>,
     limiter: RateLimiter,
+    /// Each key's slot. The table holds slots only and compares through the
+    /// entries, so a key is stored (and its `Arc` counted) once, not twice.
+    index: HashTable<Slot>,
     /// Keys come from clients; foldhash is seeded per process and several
     /// times faster than SipHash on short keys like `namespace/name`.
-    index: HashMap<K, Slot, foldhash::fast::RandomState>,
+    hasher: foldhash::fast::RandomState,
     entries: Slab<Entry<K>>,
     ready: ReadyLanes,
     /// Delayed keys by ready time; the sequence number breaks ties.
@@ -200,7 +209,8 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             settings,
             observer,
             limiter,
-            index: HashMap::default(),
+            index: HashTable::new(),
+            hasher: foldhash::fast::RandomState::default(),
             entries: Slab::new(),
             ready: ReadyLanes::default(),
             waiting: BTreeMap::new(),
@@ -326,7 +336,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             return Ok(());
         }
         let new: HashSet<&K, foldhash::fast::RandomState> =
-            keys.iter().filter(|key| !self.index.contains_key(*key)).collect();
+            keys.iter().filter(|key| self.slot_of(*key).is_none()).collect();
         if self.entries.len().saturating_add(new.len()) > limit {
             return Err(QueueError::Full { limit });
         }
@@ -346,12 +356,24 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         Ok(self.enqueue_slot(slot, priority, ReasonSet::from(reason), ready_at, now))
     }
 
+    /// The slot of `key`'s entry, if the queue tracks the key.
+    pub(super) fn slot_of<Q>(&self, key: &Q) -> Option<Slot>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let hash = self.hasher.hash_one(key);
+        self.index.find(hash, |&slot| self.entries[slot].key.borrow() == key).copied()
+    }
+
     fn slot_or_insert(&mut self, key: K) -> Slot {
-        if let Some(&slot) = self.index.get(&key) {
+        let hash = self.hasher.hash_one(&key);
+        if let Some(&slot) = self.index.find(hash, |&slot| self.entries[slot].key == key) {
             return slot;
         }
         let slot = self.entries.insert(Entry {
-            key: key.clone(),
+            key,
+            hash,
             phase: Phase::Idle,
             failures: 0,
             last_error: None,
@@ -360,8 +382,17 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             enqueued_at: None,
             shard: None,
         });
-        self.index.insert(key, slot);
+        let entries = &self.entries;
+        self.index.insert_unique(hash, slot, |&slot| entries[slot].hash);
         slot
+    }
+
+    /// Forgets the entry in `slot`: out of the slab and the index.
+    fn remove_entry(&mut self, slot: Slot) {
+        let entry = self.entries.remove(slot);
+        if let Ok(found) = self.index.find_entry(entry.hash, |&s| s == slot) {
+            found.remove();
+        }
     }
 
     /// The one place that merges an add into a key's phase.

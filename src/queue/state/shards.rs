@@ -45,7 +45,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let Some(&slot) = self.index.get(key) else { return };
+        let Some(slot) = self.slot_of(key) else { return };
         let entry = &mut self.entries[slot];
         if entry.shard == shard {
             return;
