@@ -7,6 +7,7 @@
 
 use std::borrow::Borrow;
 use std::hash::Hash;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
@@ -46,6 +47,10 @@ struct Shared<K> {
     state: Mutex<QueueState<K>>,
     /// Wakes workers waiting in `get` when keys become ready or at shutdown.
     ready: Notify,
+    /// Workers between registering on `ready` and waking from it. While
+    /// none waits, a key made ready notifies nobody: an unused permit would
+    /// only send the next waiter round its loop once for nothing.
+    waiting: AtomicUsize,
     /// Wakes whoever waits for the last lease to end during a drain.
     leases_ended: Notify,
     /// Wakes the timer task when an earlier deadline appears or the queue goes away.
@@ -95,6 +100,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             name,
             state: Mutex::new(QueueState::with_observer(settings, observer, Instant::now())),
             ready: Notify::new(),
+            waiting: AtomicUsize::new(0),
             leases_ended: Notify::new(),
             timer: timer.clone(),
             closing: watch::Sender::new(false),
@@ -222,8 +228,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// dropping the future at any await point loses nothing. Fails with
     /// `ShuttingDown` once the queue shuts down.
     pub async fn get(&self, holder: &Holder, ttl: Option<Duration>) -> Result<Lease<K>, QueueError> {
-        let mut leases = self.get_many(holder, 1, ttl).await?;
-        Ok(leases.pop().expect("get_many returns at least one lease"))
+        self.wait_for(|| self.try_get(holder, ttl)).await
     }
 
     /// Waits for at least one ready key, then takes up to `max` that are ready.
@@ -234,22 +239,37 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         ttl: Option<Duration>,
     ) -> Result<Vec<Lease<K>>, QueueError> {
         let max = max.max(1);
+        self.wait_for(|| self.try_get_many(holder, max, ttl)).await
+    }
+
+    /// Calls `take` until it finds something, waiting for ready keys between calls.
+    async fn wait_for<T>(&self, take: impl Fn() -> Result<Option<T>, QueueError>) -> Result<T, QueueError> {
         // A key is usually ready: look once before registering as a waiter
         // (measured: about 8 % off per item with 4 consumers).
-        if let Some(leases) = self.try_get_many(holder, max, ttl)? {
-            return Ok(leases);
+        if let Some(taken) = take()? {
+            return Ok(taken);
         }
         loop {
-            // Register interest before looking, so an add between the look and
-            // the await still wakes us.
+            // Register interest, and count ourselves as waiting, before
+            // looking, so an add between the look and the await still wakes us.
             let notified = self.shared.ready.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if let Some(leases) = self.try_get_many(holder, max, ttl)? {
-                return Ok(leases);
+            let _waiting = Waiting::new(&self.shared.waiting);
+            if let Some(taken) = take()? {
+                return Ok(taken);
             }
             notified.await;
         }
+    }
+
+    /// Takes the next ready key without waiting; `None` when none is ready.
+    pub fn try_get(&self, holder: &Holder, ttl: Option<Duration>) -> Result<Option<Lease<K>>, QueueError> {
+        self.with_state(|state, now| match state.grant(holder, ttl, now) {
+            Some(lease) => Ok(Some(lease)),
+            None if state.is_shutting_down() => Err(QueueError::ShuttingDown),
+            None => Ok(None),
+        })
     }
 
     /// Takes up to `max` ready keys without waiting; `None` when none is ready.
@@ -501,8 +521,13 @@ impl<K: Clone + Eq + Hash> Shared<K> {
         if !lost.is_empty() {
             self.lost_lease_watchers.deliver(lost);
         }
-        for _ in 0..wakeups {
-            self.ready.notify_one();
+        // SeqCst pairs with the waiter's increment: a waiter this load misses
+        // counted itself after our unlock, so its own look under the lock
+        // sees what we just made ready.
+        if wakeups > 0 && self.waiting.load(Ordering::SeqCst) > 0 {
+            for _ in 0..wakeups {
+                self.ready.notify_one();
+            }
         }
         if timer_stale {
             self.timer.notify_one();
@@ -511,6 +536,22 @@ impl<K: Clone + Eq + Hash> Shared<K> {
             self.leases_ended.notify_waiters();
         }
         result
+    }
+}
+
+/// Counts a worker as waiting for a ready key while it lives.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(waiting: &'a AtomicUsize) -> Self {
+        waiting.fetch_add(1, Ordering::SeqCst);
+        Waiting(waiting)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
