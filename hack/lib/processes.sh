@@ -43,5 +43,15 @@ start_proc() { # name binary args...: start in its own session (process group), 
   # and a Ctrl-C in the caller's terminal does not reach it.
   # fds 8 and 9 are this script's locks: the daemon must not inherit them.
   setsid "$@" </dev/null >>"$logf" 2>&1 8>&- 9>&- &
-  echo $! >"$STATE_DIR/$name.pid"
+  local pid=$! i
+  echo "$pid" >"$STATE_DIR/$name.pid"
+  # $! is a forked shell until it has exec'd setsid and then the binary, and
+  # pid_alive takes it for dead until then: on a loaded machine a caller's
+  # first check came first and reported a healthy start as an exit. Wait
+  # (at most 10 s) until it runs the binary, or has died.
+  for ((i = 0; i < 200; i++)); do
+    pid_alive "$name" && return 0
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.05
+  done
 }
