@@ -147,6 +147,9 @@ func uniqueName(prefix string) string {
 	return fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000)
 }
 
+// kubectlTimeout bounds one kubectl command of a test.
+const kubectlTimeout = 2 * time.Minute
+
 // kubectl runs the control plane's kubectl (hack/control-plane kubectl).
 func kubectl(t *testing.T, stdin string, args ...string) (string, error) {
 	t.Helper()
@@ -154,7 +157,11 @@ func kubectl(t *testing.T, stdin string, args ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.Command(filepath.Join(root, "hack/control-plane"), append([]string{"kubectl"}, args...)...)
+	// Bounded, so a kubectl that waits on something that never comes (a
+	// finalizer nobody removes) fails its test instead of the whole package.
+	ctx, cancel := context.WithTimeout(context.Background(), kubectlTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack/control-plane"), append([]string{"kubectl"}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.Output()
 	if err != nil {

@@ -19,9 +19,15 @@ func TestKeyStateNamesTheReplicaThatOwnsTheKeysShard(t *testing.T) {
 	ctx := context.Background()
 	id := uniqueName("wqs-go")
 	identity := id + "-r0"
-	// The replica's Lease outlives the killed sidecar; it goes with the test.
+	// The replica's Lease outlives the stopped sidecar; it goes with the
+	// test. It carries the finalizer workqueue-sidecar.io/shard-member while
+	// its replica holds slots, and a replica stopped as a pod is (SIGTERM)
+	// leaves first, so the delete must not wait on it.
 	t.Cleanup(func() {
-		_, _ = kubectl(t, "", "delete", "leases", "-n", "default", "-l", "workqueue-sidecar.io/shard-group="+id)
+		if _, err := kubectl(t, "", "delete", "leases", "-n", "default", "--timeout=60s",
+			"-l", "workqueue-sidecar.io/shard-group="+id); err != nil {
+			t.Errorf("deleting the Lease of a replica that left: %v", err)
+		}
 	})
 	config := writeConfig(t, fmt.Sprintf(`
 informers:

@@ -449,7 +449,11 @@ func cleanUp(t *testing.T, kube kubernetes.Interface, dyn dynamic.Interface, pre
 
 func kubectl(t *testing.T, root string, args ...string) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(root, "hack/control-plane"), append([]string{"kubectl"}, args...)...)
+	// Bounded, so a kubectl that waits on something that never comes fails
+	// its test instead of the whole package.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack/control-plane"), append([]string{"kubectl"}, args...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}

@@ -21,6 +21,10 @@ import (
 	"time"
 )
 
+// stopGrace is how long a test's sidecar has to exit after SIGTERM, as the
+// Python, TypeScript and Java test harnesses give it.
+const stopGrace = 10 * time.Second
+
 var (
 	once     sync.Once
 	bin      string
@@ -157,8 +161,17 @@ func Start(t testing.TB, args ...string) *Sidecar {
 		close(s.exited)
 	}()
 	t.Cleanup(func() {
-		_ = s.cmd.Process.Kill()
-		<-s.exited
+		// As a pod's container is stopped: SIGTERM, so the sidecar drains and
+		// leaves (a shard replica then drops its Lease's finalizer), and
+		// SIGKILL only if it has not exited after stopGrace.
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.exited:
+		case <-time.After(stopGrace):
+			t.Logf("the sidecar did not exit within %s of SIGTERM; killing it", stopGrace)
+			_ = s.cmd.Process.Kill()
+			<-s.exited
+		}
 		if t.Failed() {
 			t.Logf("sidecar logs:\n%s", s.Logs())
 		}
