@@ -131,7 +131,9 @@ func deploySharded(t *testing.T) {
 	removeDeployment(t)
 	t.Cleanup(func() {
 		removeDeployment(t)
-		run(t, "kubectl", "-n", namespace, "delete", "leases", "-l", shardGroupLabel+"="+shardGroup)
+		// Bounded: a Lease keeps its finalizer until its replica left or
+		// another judged it expired, and a wait on it must not hang the run.
+		run(t, "kubectl", "-n", namespace, "delete", "leases", "--timeout=120s", "-l", shardGroupLabel+"="+shardGroup)
 	})
 	run(t, "kubectl", "apply", "-k", shardedOverlay)
 	run(t, "kubectl", "-n", namespace, "rollout", "status", "deployment/"+deployment, "--timeout=300s")
