@@ -161,7 +161,7 @@ func kubectl(t *testing.T, stdin string, args ...string) (string, error) {
 	// finalizer nobody removes) fails its test instead of the whole package.
 	ctx, cancel := context.WithTimeout(context.Background(), kubectlTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack/control-plane"), append([]string{"kubectl"}, args...)...)
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack/control-plane"), append([]string{"kubectl", "--kubeconfig=" + os.Getenv("WQS_KUBECONFIG")}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.Output()
 	if err != nil {

@@ -453,7 +453,7 @@ func kubectl(t *testing.T, root string, args ...string) {
 	// its test instead of the whole package.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack/control-plane"), append([]string{"kubectl"}, args...)...)
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack/control-plane"), append([]string{"kubectl", "--kubeconfig=" + os.Getenv("WQS_KUBECONFIG")}, args...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
