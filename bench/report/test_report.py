@@ -44,6 +44,12 @@ class ReportTest(unittest.TestCase):
         self.assertFalse(verdict.met)
         self.assertIn("MISSED by 29 %", verdict.margin)  # 0.40 / 0.31 = 1.29
 
+    def test_a_narrow_miss_never_reads_as_zero_percent(self):
+        target = Target("sync", "ratio_max", "sync", OURS, 1.29, "client-go")
+        [verdict] = check(target, self.figures, "s")  # 0.40 / 0.31 = 1.29032: 0.025 % over
+        self.assertFalse(verdict.met)
+        self.assertIn("MISSED by 0.03 %", verdict.margin)
+
     def test_met_targets(self):
         half = Target("rss", "ratio_max", "rss", OURS, 0.5, "client-go", variant="after sync")
         [verdict] = check(half, self.figures, "MiB")

@@ -68,7 +68,15 @@ def _shortfall(t: Target, value: float, unit: str) -> str:
     if t.kind == "diff_max":
         return f"MISSED by {fmt(value - t.limit)} {unit}"
     if t.kind.endswith("_max"):
-        return f"MISSED by {100 * (value / t.limit - 1):.0f} %"
+        return f"MISSED by {_percent(value / t.limit - 1)}"
     if t.kind == "ratio_min":
-        return f"MISSED: {fmt(value)}x instead of {fmt(t.limit)}x ({100 * (1 - value / t.limit):.0f} % short)"
+        return f"MISSED: {fmt(value)}x instead of {fmt(t.limit)}x ({_percent(1 - value / t.limit)} short)"
     return f"MISSED by {100 * (1 - value / t.limit):.1f} %"
+
+
+def _percent(fraction: float) -> str:
+    """`fraction` as a percentage with the decimals a small miss needs, so
+    that a miss never reads as 0 %."""
+    percent = 100 * fraction
+    decimals = 0 if percent >= 1 else 1 if percent >= 0.1 else 2
+    return f"{max(percent, 10**-decimals):.{decimals}f} %"
