@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +33,7 @@ func TestCacheReadsAndLeaseObjectsFromARealInformer(t *testing.T) {
 	ctx := context.Background()
 	id := uniqueName("wqs-go")
 	selector := "wqs-go-test=" + id
-	t.Cleanup(func() { _, _ = kubectl(t, "", "delete", "configmaps", "-n", "default", "-l", selector) })
+	t.Cleanup(func() { _, _ = sidecartest.Kubectl("", "delete", "configmaps", "-n", "default", "-l", selector) })
 	manifest := func(name, team string) string {
 		return fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\n  namespace: default\n  labels: {wqs-go-test: %s}\ndata: {team: %s}\n---\n", name, id, team)
 	}
@@ -147,36 +145,9 @@ func uniqueName(prefix string) string {
 	return fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000)
 }
 
-// kubectlTimeout bounds one kubectl command of a test.
-const kubectlTimeout = 2 * time.Minute
-
-// kubectl runs the control plane's kubectl (hack/control-plane kubectl).
-func kubectl(t *testing.T, stdin string, args ...string) (string, error) {
-	t.Helper()
-	root, err := sidecartest.RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	// Bounded, so a kubectl that waits on something that never comes (a
-	// finalizer nobody removes) fails its test instead of the whole package.
-	ctx, cancel := context.WithTimeout(context.Background(), kubectlTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack/control-plane"), append([]string{"kubectl", "--kubeconfig=" + os.Getenv("WQS_KUBECONFIG")}, args...)...)
-	cmd.Stdin = strings.NewReader(stdin)
-	out, err := cmd.Output()
-	if err != nil {
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return "", fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, exit.Stderr)
-		}
-		return "", err
-	}
-	return string(out), nil
-}
-
 func mustKubectl(t *testing.T, stdin string, args ...string) string {
 	t.Helper()
-	out, err := kubectl(t, stdin, args...)
+	out, err := sidecartest.Kubectl(stdin, args...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workqueue-sidecar/workqueue-sidecar/clients/go/internal/sidecartest"
 	"github.com/workqueue-sidecar/workqueue-sidecar/clients/go/workqueue"
 )
 
@@ -20,7 +21,7 @@ func TestObjectWritesAgainstARealAPIServer(t *testing.T) {
 	ctx := context.Background()
 	id := uniqueName("wqs-go-w")
 	selector := "wqs-go-test=" + id
-	t.Cleanup(func() { _, _ = kubectl(t, "", "delete", "configmaps", "-n", "default", "-l", selector) })
+	t.Cleanup(func() { _, _ = sidecartest.Kubectl("", "delete", "configmaps", "-n", "default", "-l", selector) })
 	config := writeConfig(t, fmt.Sprintf(`
 informers:
   cms:
@@ -155,7 +156,7 @@ func TestWritesUnderALeaseAgainstARealAPIServer(t *testing.T) {
 	kubeconfig := needsControlPlane(t)
 	id := uniqueName("wqs-go-l")
 	selector := "wqs-go-test=" + id
-	t.Cleanup(func() { _, _ = kubectl(t, "", "delete", "configmaps", "-n", "default", "-l", selector) })
+	t.Cleanup(func() { _, _ = sidecartest.Kubectl("", "delete", "configmaps", "-n", "default", "-l", selector) })
 	owner := id + "-owner"
 	mustKubectl(t, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\n  namespace: default\n  labels: {wqs-go-test: %s, role: owner}\n", owner, id), "apply", "-f", "-")
 	config := writeConfig(t, fmt.Sprintf(`
@@ -226,7 +227,7 @@ func TestWritesUnderALostLeaseAreErrStaleLease(t *testing.T) {
 	ctx := context.Background()
 	id := uniqueName("wqs-go-f")
 	selector := "wqs-go-test=" + id
-	t.Cleanup(func() { _, _ = kubectl(t, "", "delete", "configmaps", "-n", "default", "-l", selector) })
+	t.Cleanup(func() { _, _ = sidecartest.Kubectl("", "delete", "configmaps", "-n", "default", "-l", selector) })
 	name := id + "-fenced"
 	mustKubectl(t, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\n  namespace: default\n  labels: {wqs-go-test: %s}\ndata: {count: \"0\"}\n", name, id), "apply", "-f", "-")
 	config := writeConfig(t, fmt.Sprintf(`

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workqueue-sidecar/workqueue-sidecar/clients/go/internal/sidecartest"
 	"github.com/workqueue-sidecar/workqueue-sidecar/clients/go/workqueue"
 )
 
@@ -24,7 +25,7 @@ func TestKeyStateNamesTheReplicaThatOwnsTheKeysShard(t *testing.T) {
 	// its replica holds slots, and a replica stopped as a pod is (SIGTERM)
 	// leaves first, so the delete must not wait on it.
 	t.Cleanup(func() {
-		if _, err := kubectl(t, "", "delete", "leases", "-n", "default", "--timeout=60s",
+		if _, err := sidecartest.Kubectl("", "delete", "leases", "-n", "default", "--timeout=60s",
 			"-l", "workqueue-sidecar.io/shard-group="+id); err != nil {
 			t.Errorf("deleting the Lease of a replica that left: %v", err)
 		}

@@ -93,8 +93,8 @@ func setUp(t *testing.T, prefix string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubectl(t, root, "apply", "-f", filepath.Join(root, "deploy/crds/user.yaml"))
-	kubectl(t, root, "wait", "--for=condition=Established", "crd/users.example.com", "--timeout=60s")
+	kubectl(t, "apply", "-f", filepath.Join(root, "deploy/crds/user.yaml"))
+	kubectl(t, "wait", "--for=condition=Established", "crd/users.example.com", "--timeout=60s")
 	restConfig, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -447,14 +447,9 @@ func cleanUp(t *testing.T, kube kubernetes.Interface, dyn dynamic.Interface, pre
 	wg.Wait()
 }
 
-func kubectl(t *testing.T, root string, args ...string) {
+func kubectl(t *testing.T, args ...string) {
 	t.Helper()
-	// Bounded, so a kubectl that waits on something that never comes fails
-	// its test instead of the whole package.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack/control-plane"), append([]string{"kubectl", "--kubeconfig=" + os.Getenv("WQS_KUBECONFIG")}, args...)...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	if _, err := sidecartest.Kubectl("", args...); err != nil {
+		t.Fatal(err)
 	}
 }

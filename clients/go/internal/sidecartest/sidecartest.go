@@ -8,6 +8,7 @@ package sidecartest
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,11 @@ import (
 	"testing"
 	"time"
 )
+
+// kubectlTimeout bounds one [Kubectl] command: a kubectl that waits on
+// something that never comes (a finalizer nobody removes) fails its test
+// instead of the whole package.
+const kubectlTimeout = 2 * time.Minute
 
 // stopGrace is how long a test's sidecar has to exit after SIGTERM, as the
 // Python, TypeScript and Java test harnesses give it.
@@ -234,4 +240,28 @@ func WriteConfig(t testing.TB, yaml string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// Kubectl runs the control plane's kubectl (hack/control-plane kubectl)
+// against $WQS_KUBECONFIG, the control plane the tests were given, with
+// stdin as its input. It returns stdout, or an error carrying stderr.
+func Kubectl(stdin string, args ...string) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), kubectlTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack/control-plane"),
+		append([]string{"kubectl", "--kubeconfig=" + os.Getenv("WQS_KUBECONFIG")}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.Output()
+	if err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return "", fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, exit.Stderr)
+		}
+		return "", err
+	}
+	return string(out), nil
 }
