@@ -129,8 +129,8 @@ INFORMER_WHY_RSS = (
     "sharding (a binary of 19.5 MB at 364f8e3, 22.6 MB before fat LTO): side by side, with the same anonymous "
     "memory, the RSS went from 35.0 to 36.3 MiB (37.3 MiB in this benchmark, over issue 5's half); fat LTO "
     "with one codegen unit (the release profile since) took 2 MiB of code pages off and the binary to "
-    "16.0 MB. `malloc_trim` after the sync "
-    "gave back only 0.2-1 MiB, so the anonymous part is live data, not freed memory kept by the allocator."
+    "16.0 MB. `malloc_trim` after the sync gave back only 0.2-1 MiB, so the anonymous part is live data, not "
+    "freed memory kept by the allocator."
 )
 
 INFORMER_WHY_SYNC = (
