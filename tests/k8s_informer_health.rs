@@ -155,8 +155,8 @@ async fn k8s_after_a_30s_outage_the_informer_should_be_back_within_seconds_and_s
     );
 
     // The server is back. First, with nothing changed: the re-established watch alone makes the
-    // informer current again (the watch-progress middleware; without it the gauge would grow
-    // until the next change). Then a change made now must reach the queue.
+    // informer current again (the list and watch marks it so when its request is answered; without
+    // that the gauge would grow until the next change). Then a change made now must reach the queue.
     proxy.restore();
     let restored_at = Instant::now();
     let current_after = loop {

@@ -14,14 +14,14 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tracing::{error, info};
 
-pub use kube_client::{InformerMiddleware, kube_client};
+pub use kube_client::kube_client;
 pub use tasks::Tasks;
 
 use crate::admin::{self, Readiness};
 use crate::config::Config;
 use crate::freshness::Freshness;
 use crate::grpc;
-use crate::informer::{InformerRegistry, InformerWatches, ShardWatch, WatchProgress};
+use crate::informer::{InformerRegistry, InformerWatches, ShardWatch};
 use crate::informer::{QueueBinding, ShardBy};
 use crate::leader::{ElectionSettings, Elector, Leadership};
 use crate::metrics::{self, Metrics};
@@ -94,15 +94,12 @@ impl Sidecar {
         let (informers, mut watches, writer) = if config.informers.is_empty() {
             (InformerRegistry::empty(), InformerWatches::none(), None)
         } else {
-            let progress = WatchProgress::default();
-            let middleware = InformerMiddleware { progress: &progress };
-            let client = kube_client(kubeconfig.as_deref(), Some(middleware)).await?;
+            let client = kube_client(kubeconfig.as_deref()).await?;
             let bindings = bindings.iter().map(|(name, binding)| (name.as_str(), binding));
             let writer = ObjectWriter::new(client.clone(), config.field_manager.clone());
             let (informers, watches) = InformerRegistry::build(client, &config.informers, &queues, bindings)
                 .await
                 .context("resolving the informers")?;
-            informers.report_watch_progress_to(&progress);
             (informers, watches, Some(Arc::new(writer)))
         };
         let informers = Arc::new(informers);
@@ -121,7 +118,7 @@ impl Sidecar {
             None => None,
         };
         let election = match election {
-            Some(settings) => Some((settings, kube_client(kubeconfig.as_deref(), None).await?)),
+            Some(settings) => Some((settings, kube_client(kubeconfig.as_deref()).await?)),
             None => None,
         };
         // Later changes to the TLS files are loaded for new connections.
@@ -281,7 +278,7 @@ async fn shard_queues(
         let fresh = queue.shard_keys_by(shard_of(by, primary));
         debug_assert!(fresh, "each queue is sharded once");
     }
-    let client = kube_client(kubeconfig, None).await?;
+    let client = kube_client(kubeconfig).await?;
     let group = settings.group.clone();
     Ok(Some(Membership::new(client, settings).with_context(|| format!("shard group {group:?}"))?))
 }

@@ -2,14 +2,15 @@
 //!
 //! - [`spec`]: what an informer watches and how a queue listens (from the config).
 //! - [`object`]: a cached object, raw JSON bytes plus parsed metadata.
+//! - [`shaping`]: an object's JSON text as sent turned into a cached object, only its metadata parsed.
 //! - [`store`], [`tombstone`]: objects by key with indexes; deleted objects' last state.
 //! - [`selector`], [`field_selector`]: label selectors (config and reads) and field selectors (config), parsed.
 //! - [`change`]: what an informer saw happen to one object, and counts by kind.
 //! - [`keying`]: event-to-key mapping, reasons, priorities, predicates.
 //! - [`shared`]: one informer's cache as its readers see it, and its sync state.
 //! - [`writer`]: the one writer of that cache, which hands each change to the subscribed queues.
-//! - [`watch`], [`backoff`], [`watch_progress`]: the one kube-runtime watcher that drives the writer, its
-//!   bounded retry, and the client middleware that hears its watch requests answered.
+//! - [`list_watch`], [`streaming_probe`], [`backoff`]: the one list and watch that drives the writer
+//!   (following the owned slots, when sharded), whether the server streams lists, and its bounded retry.
 //! - [`registry`]: every informer's reader by name, and the writers started together; readiness.
 
 mod backoff;
@@ -17,17 +18,17 @@ mod change;
 mod error;
 mod field_selector;
 mod keying;
+mod list_watch;
 mod object;
 mod registry;
 mod selector;
-mod shard_list_watch;
+mod shaping;
 mod shard_watch;
 mod shared;
 mod spec;
 mod store;
+mod streaming_probe;
 mod tombstone;
-mod watch;
-mod watch_progress;
 mod writer;
 
 pub use change::{Change, ChangeKind};
@@ -44,5 +45,4 @@ pub use spec::{
 };
 pub use store::{ListQuery, Page};
 pub use tombstone::{MAX_TOMBSTONES, TOMBSTONE_TTL};
-pub use watch_progress::{WatchProgress, WatchProgressLayer};
 pub use writer::InformerWriter;

@@ -14,9 +14,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
-use kube::api::{DynamicObject, GroupVersionKind};
+use kube::Client;
+use kube::api::GroupVersionKind;
 use kube::discovery::Scope;
-use kube::{Client, Resource};
 use tracing::info;
 
 use super::error::{CacheReadError, InformerStartError};
@@ -24,9 +24,8 @@ use super::keying::{Role, Subscriber};
 use super::shard_watch::ShardWatch;
 use super::shared::SharedInformer;
 use super::spec::{InformerSpec, QueueBinding};
-use super::watch;
-use super::watch_progress::WatchProgress;
 use super::writer::InformerWriter;
+use super::{list_watch, streaming_probe};
 use crate::discovery::is_unknown_kind;
 use crate::queue_registry::{Queue, QueueRegistry};
 
@@ -173,16 +172,6 @@ impl InformerRegistry {
         binding.informers().into_iter().map(waits_for).collect()
     }
 
-    /// Registers each informer's watch path with `progress`, whose layer is
-    /// on the client the informers watch with: a re-established watch then
-    /// marks its informer current at once, not at its next event.
-    pub fn report_watch_progress_to(&self, progress: &WatchProgress) {
-        for informer in self.informers.values() {
-            let namespace = informer.spec().namespace.as_deref().filter(|_| informer.is_namespaced());
-            progress.register(DynamicObject::url_path(informer.resource(), namespace), informer);
-        }
-    }
-
     pub fn get(&self, name: &str) -> Option<&Arc<SharedInformer>> {
         self.informers.get(name)
     }
@@ -263,14 +252,14 @@ impl InformerWatches {
         let mut tasks = Vec::new();
         for writer in self.writers {
             let name = writer.informer().name().clone();
-            let streaming = watch::supports_streaming_lists(writer.informer(), client.clone()).await;
+            let streaming = streaming_probe::supports_streaming_lists(writer.informer(), client.clone()).await;
             self.watches_opened.fetch_add(1, Ordering::Relaxed);
             tasks.push(InformerTask {
                 name: format!("watch {name}"),
                 runs_until_aborted: true,
                 future: {
                     let shard = self.shard.clone().filter(|_| writer.informer().spec().shard_by.is_some());
-                    watch::run(writer, client.clone(), streaming, shard).boxed()
+                    list_watch::run(writer, client.clone(), streaming, shard.map(|shard| shard.owned)).boxed()
                 },
             });
         }

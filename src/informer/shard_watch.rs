@@ -6,7 +6,7 @@
 //! local filter keeps exactly the owned slots, and does all the work on an
 //! API server without the `ShardedListAndWatch` gate, which ignores the
 //! parameter and sends everything. The requests themselves are made by
-//! `shard_list_watch`.
+//! `list_watch`.
 
 use tokio::sync::watch;
 

@@ -3,13 +3,14 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use kube::api::{ApiResource, DynamicObject};
+use kube::api::ApiResource;
 use tokio::time::Instant;
 use tracing::warn;
 
 use super::change::Change;
 use super::keying::{Role, Subscriber};
-use super::object::{CachedObject, Shaping};
+use super::object::CachedObject;
+use super::shaping::Shaping;
 use super::shard_watch::{Kept, ShardFilter};
 use super::shared::SharedInformer;
 use super::spec::InformerSpec;
@@ -62,10 +63,9 @@ impl InformerWriter {
     }
 
     /// Whether a listed or applied object belongs in this cache.
-    fn keeps(&mut self, object: &DynamicObject) -> bool {
+    fn keeps(&mut self, object: &CachedObject) -> bool {
         let Some(filter) = &mut self.shard_filter else { return true };
-        let meta = &object.metadata;
-        match filter.keeps(meta.uid.as_deref().unwrap_or(""), meta.namespace.as_deref().unwrap_or("")) {
+        match filter.keeps(&object.meta.uid, &object.meta.namespace) {
             Kept::Yes => true,
             Kept::OutsideOwned => false,
             Kept::NotFilteredByServer => {
@@ -103,11 +103,11 @@ impl InformerWriter {
     }
 
     /// One object of a (re)list.
-    pub fn on_listed(&mut self, object: DynamicObject) {
+    pub fn on_listed(&mut self, object: CachedObject) {
         if !self.keeps(&object) {
             return;
         }
-        let Some(new) = self.shape(object) else { return };
+        let new = Arc::new(object);
         let old = self.informer.store_mut().apply(new.clone());
         self.saw(&new);
         match (&old, self.phase == Phase::FirstList) {
@@ -132,11 +132,11 @@ impl InformerWriter {
     }
 
     /// A watch event: created or changed.
-    pub fn on_applied(&mut self, object: DynamicObject) {
+    pub fn on_applied(&mut self, object: CachedObject) {
         if !self.keeps(&object) {
             return;
         }
-        let Some(new) = self.shape(object) else { return };
+        let new = Arc::new(object);
         let old = self.informer.store_mut().apply(new.clone());
         self.saw(&new);
         match &old {
@@ -146,14 +146,23 @@ impl InformerWriter {
     }
 
     /// A watch event: deleted; `object` is its final state.
-    pub fn on_deleted(&mut self, object: DynamicObject) {
+    pub fn on_deleted(&mut self, object: CachedObject) {
         if !self.keeps(&object) {
             return;
         }
-        let Some(last) = self.shape(object) else { return };
+        let last = Arc::new(object);
         self.informer.store_mut().delete(last.clone(), Instant::now());
         self.saw(&last);
         self.deliver(Change::Deleted { last: &last });
+    }
+
+    /// The cache holds every change up to `version`: a watch bookmark's, or
+    /// that of a list just finished. A read waiting for that version can go
+    /// ahead even if no object of this informer has it.
+    pub fn on_current_at(&self, version: &str) {
+        if let Ok(version) = version.parse() {
+            self.informer.saw_version(version);
+        }
     }
 
     /// Re-enqueues every cached object on the primary queues (reason Resync);
@@ -170,12 +179,14 @@ impl InformerWriter {
         }
     }
 
-    fn shape(&self, object: DynamicObject) -> Option<Arc<CachedObject>> {
-        match self.shaping.shape(object) {
-            Ok(object) => Some(Arc::new(object)),
+    /// The object `json` as this informer stores it; `None` (counted as
+    /// dropped) when it is not a Kubernetes object's JSON.
+    pub fn shape(&self, json: &str) -> Option<CachedObject> {
+        match self.shaping.shape(json) {
+            Ok(object) => Some(object),
             Err(err) => {
                 self.informer.counters().dropped.fetch_add(1, Ordering::Relaxed);
-                warn!(informer = %self.informer.name(), %err, "object not stored: cannot serialize it");
+                warn!(informer = %self.informer.name(), %err, "object not stored: cannot read its JSON");
                 None
             }
         }
@@ -233,11 +244,10 @@ mod tests {
         InformerWriter::new(InformerSpec::new("cms", "", "v1", "ConfigMap"), resource, true)
     }
 
-    fn config_map(name: &str, resource_version: &str) -> DynamicObject {
-        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
-        let mut object = DynamicObject::new(name, &resource).within("ns");
-        object.metadata.resource_version = Some(resource_version.into());
-        object
+    fn config_map(name: &str, resource_version: &str) -> CachedObject {
+        let json =
+            serde_json::json!({ "metadata": { "name": name, "namespace": "ns", "resourceVersion": resource_version } });
+        writer().shape(&json.to_string()).expect("a ConfigMap's JSON")
     }
 
     #[tokio::test]
@@ -293,5 +303,19 @@ mod tests {
         informer.on_list_done();
         assert_eq!(counts(&informer), [2, 2, 3, 1]);
         assert_eq!(informer.informer().lists_done(), 2);
+    }
+
+    #[test]
+    fn a_bookmark_or_a_finished_list_should_make_the_cache_current_at_its_version() {
+        let mut informer = writer();
+        informer.on_init();
+        informer.on_listed(config_map("a", "3"));
+        informer.on_list_done();
+        assert_eq!(informer.informer().seen_version(), 3, "the newest object's version");
+        informer.on_current_at("9");
+        assert_eq!(informer.informer().seen_version(), 9, "a version no object has");
+        informer.on_current_at("5");
+        informer.on_current_at("not-a-number");
+        assert_eq!(informer.informer().seen_version(), 9, "never back, and opaque versions ignored");
     }
 }

@@ -116,7 +116,7 @@ impl Collector for InformerCollector {
 
 #[cfg(test)]
 mod tests {
-    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    use kube::api::{ApiResource, GroupVersionKind};
     use prometheus_client::encoding::text::encode;
     use prometheus_client::registry::Registry;
 
@@ -130,8 +130,9 @@ mod tests {
         writer.on_init();
         writer.on_list_done();
         for version in ["1", "2", "3"] {
-            let mut object = DynamicObject::new("a", &resource).within("ns");
-            object.metadata.resource_version = Some(version.into());
+            let json =
+                serde_json::json!({ "metadata": { "name": "a", "namespace": "ns", "resourceVersion": version } });
+            let object = writer.shape(&json.to_string()).unwrap();
             writer.on_applied(object);
         }
         let mut registry = Registry::default();
