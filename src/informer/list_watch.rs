@@ -18,7 +18,6 @@
 use std::future::pending;
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use kube::api::{DynamicObject, ListParams, VersionMatch, WatchEvent, WatchParams};
 use kube::core::Request;
@@ -28,6 +27,7 @@ use serde_json::value::RawValue;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
+use super::api_answer;
 use super::backoff::WatchBackoff;
 use super::shard_watch::{ShardFilter, shard_selector};
 use super::spec::ShardBy;
@@ -263,9 +263,11 @@ impl ListWatch {
             let request =
                 if self.metadata_only { self.request.list_metadata(&params) } else { self.request.list(&params) }
                     .map_err(|err| Stop::Failed(kube::Error::BuildRequest(err)))?;
-            let text = self.client.request_text(with_shard_selector(request, selector)).await.map_err(stop_for)?;
+            let answer =
+                api_answer::send(&self.client, with_shard_selector(request, selector)).await.map_err(stop_for)?;
+            let text = answer.bytes().await.map_err(Stop::Failed)?;
             let page: ListPage =
-                serde_json::from_str(&text).map_err(|err| Stop::Failed(kube::Error::SerdeError(err)))?;
+                serde_json::from_slice(&text).map_err(|err| Stop::Failed(kube::Error::SerdeError(err)))?;
             informer.on_watch_progress();
             self.backoff.reset();
             let items = page.items.unwrap_or_default();
@@ -319,13 +321,13 @@ impl ListWatch {
     async fn stream_list(&mut self, selector: Option<&str>) -> Result<String, Stop> {
         let informer = self.writer.informer().clone();
         let request = self.watch_request(selector, "", true)?;
-        let events = self.client.request_events::<Box<RawValue>>(request).await.map_err(stop_for)?;
+        let mut events = api_answer::send(&self.client, request).await.map_err(stop_for)?.lines();
         informer.on_watch_progress();
-        let mut events = std::pin::pin!(events);
-        while let Some(event) = events.next().await {
+        while let Some(line) = events.next().await {
             informer.on_watch_progress();
             self.backoff.reset();
-            match event.map_err(Stop::Failed)? {
+            let Some(event) = watch_event(line).map_err(Stop::Failed)? else { continue };
+            match event {
                 WatchEvent::Added(object) | WatchEvent::Modified(object) => {
                     informer.count_listed(1);
                     if let Some(object) = self.writer.shape(object.get()) {
@@ -356,18 +358,17 @@ impl ListWatch {
             Err(stop) => return stop,
         };
         debug!(informer = %informer.name(), version = %at, "watching");
-        let events = match self.client.request_events::<Box<RawValue>>(request).await {
-            Ok(events) => events,
+        let mut events = match api_answer::send(&self.client, request).await {
+            Ok(answer) => answer.lines(),
             Err(err) => return stop_for(err),
         };
         // Answered: the watch is back, and the cache current, even if
         // nothing changes for a while and no event comes.
         informer.on_watch_progress();
-        let mut events = std::pin::pin!(events);
         loop {
             let listed = *listed;
-            let event = tokio::select! {
-                event = events.next() => event,
+            let line = tokio::select! {
+                line = events.next() => line,
                 changed = owned_changed(&mut self.share, listed) => {
                     if changed {
                         return Stop::OwnedChanged;
@@ -379,10 +380,11 @@ impl ListWatch {
                     continue;
                 }
             };
-            let event = match event {
+            let event = match line.map(watch_event) {
                 None => return Stop::Closed,
                 Some(Err(err)) => return Stop::Failed(err),
-                Some(Ok(event)) => event,
+                Some(Ok(None)) => continue,
+                Some(Ok(Some(event))) => event,
             };
             informer.on_watch_progress();
             self.backoff.reset();
@@ -437,6 +439,20 @@ async fn tick(resync: &mut Option<tokio::time::Interval>) {
         }
         None => pending().await,
     }
+}
+
+/// One line of a watch: its event, the object left as JSON text; `None`
+/// for a blank line. A line that is not an event but a `Status` is the
+/// error it carries.
+fn watch_event(line: Result<&[u8], kube::Error>) -> Result<Option<WatchEvent<&RawValue>>, kube::Error> {
+    let line = line?;
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    serde_json::from_slice(line).map(Some).map_err(|err| match serde_json::from_slice::<kube::core::Status>(line) {
+        Ok(status) => kube::Error::Api(status.boxed()),
+        Err(_) => kube::Error::SerdeError(err),
+    })
 }
 
 /// 410 Gone means the version asked for is compacted away; anything else is

@@ -9,10 +9,12 @@
 //! - [`keying`]: event-to-key mapping, reasons, priorities, predicates.
 //! - [`shared`]: one informer's cache as its readers see it, and its sync state.
 //! - [`writer`]: the one writer of that cache, which hands each change to the subscribed queues.
-//! - [`list_watch`], [`streaming_probe`], [`backoff`]: the one list and watch that drives the writer
-//!   (following the owned slots, when sharded), whether the server streams lists, and its bounded retry.
+//! - [`list_watch`], [`api_answer`], [`streaming_probe`], [`backoff`]: the one list and watch that drives the
+//!   writer (following the owned slots, when sharded), its answers read as (gzipped) bytes, whether the
+//!   server streams lists, and its bounded retry.
 //! - [`registry`]: every informer's reader by name, and the writers started together; readiness.
 
+mod api_answer;
 mod backoff;
 mod change;
 mod error;

@@ -1,0 +1,207 @@
+//! What the API server answers an informer's list or watch with, read as bytes: asked for gzip (as client-go asks), the gzip undone (an API server since 1.37 sends a watch as one gzip member per event), a watch's lines split, and an error answer turned into the API's `Status`.
+//!
+//! kube-client asks for no compression on a watch, because its decoder
+//! stops after the first gzip member. Uncompressed, the API server writes
+//! each of a streaming list's events as its own TLS record, and reading
+//! 10,000 ConfigMaps took 205-220 ms here against 150-170 ms gzipped (a Go
+//! reader of the same request, no decoding, 3 runs each).
+
+use std::io::Write;
+
+use bytes::Bytes;
+use flate2::write::MultiGzDecoder;
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+use http::header::{ACCEPT_ENCODING, CONTENT_ENCODING, HeaderValue};
+use http_body_util::BodyExt;
+use kube::Client;
+use kube::client::Body;
+use kube::core::Status;
+
+/// Sends `request` asking for gzip; an answer that is not a success is the
+/// error it carries (`kube::Error::Api`).
+pub async fn send(client: &Client, request: http::Request<Vec<u8>>) -> Result<Answer, kube::Error> {
+    let mut request = request.map(Body::from);
+    request.headers_mut().insert(ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
+    let response = client.send(request).await?;
+    let status = response.status();
+    let gzip = response.headers().get(CONTENT_ENCODING).is_some_and(|encoding| encoding.as_bytes() == b"gzip");
+    let answer = Answer { chunks: response.into_body().into_data_stream().boxed(), decoded: Decoded::new(gzip) };
+    if status.is_success() {
+        return Ok(answer);
+    }
+    let text = answer.bytes().await?;
+    let status = match serde_json::from_slice::<Status>(&text) {
+        Ok(status) => status,
+        Err(_) => {
+            let text = String::from_utf8_lossy(&text);
+            Status::failure(text.trim(), "the API server's answer is not a Status").with_code(status.as_u16())
+        }
+    };
+    Err(kube::Error::Api(status.boxed()))
+}
+
+/// The body of a successful answer.
+pub struct Answer {
+    chunks: BoxStream<'static, Result<Bytes, kube::Error>>,
+    decoded: Decoded,
+}
+
+impl Answer {
+    /// The whole body, decompressed.
+    pub async fn bytes(mut self) -> Result<Vec<u8>, kube::Error> {
+        while let Some(chunk) = self.next_chunk().await? {
+            self.decoded.push(&chunk)?;
+        }
+        Ok(std::mem::take(self.decoded.bytes()))
+    }
+
+    /// The body as lines, as a watch sends its events.
+    pub fn lines(self) -> Lines {
+        Lines { answer: self, start: 0, ended: false }
+    }
+
+    async fn next_chunk(&mut self) -> Result<Option<Bytes>, kube::Error> {
+        self.chunks.next().await.transpose()
+    }
+}
+
+/// The bytes decoded so far, and how to decode the next.
+enum Decoded {
+    Plain(Vec<u8>),
+    /// Writes what it decodes into its own `Vec`.
+    Gzip(Box<MultiGzDecoder<Vec<u8>>>),
+}
+
+impl Decoded {
+    fn new(gzip: bool) -> Self {
+        if gzip { Decoded::Gzip(Box::new(MultiGzDecoder::new(Vec::new()))) } else { Decoded::Plain(Vec::new()) }
+    }
+
+    fn push(&mut self, chunk: &[u8]) -> Result<(), kube::Error> {
+        match self {
+            Decoded::Plain(bytes) => bytes.extend_from_slice(chunk),
+            Decoded::Gzip(decoder) => {
+                // The decoder keeps what it decoded until its next write or a
+                // flush: an event must not wait for the one after it.
+                decoder.write_all(chunk).and_then(|()| decoder.flush()).map_err(kube::Error::ReadEvents)?
+            }
+        }
+        Ok(())
+    }
+
+    fn bytes(&mut self) -> &mut Vec<u8> {
+        match self {
+            Decoded::Plain(bytes) => bytes,
+            Decoded::Gzip(decoder) => decoder.get_mut(),
+        }
+    }
+}
+
+/// A body read line by line.
+pub struct Lines {
+    answer: Answer,
+    /// Where the next line starts in the decoded bytes.
+    start: usize,
+    ended: bool,
+}
+
+impl Lines {
+    /// The next line, without its newline; `None` once the body has ended.
+    /// A last line with no newline is returned too.
+    pub async fn next(&mut self) -> Option<Result<&[u8], kube::Error>> {
+        loop {
+            let decoded = self.answer.decoded.bytes();
+            if let Some(length) = memchr::memchr(b'\n', &decoded[self.start..]) {
+                let line = self.start..self.start + length;
+                self.start = line.end + 1;
+                return Some(Ok(&self.answer.decoded.bytes()[line]));
+            }
+            if self.ended {
+                let rest = self.start..decoded.len();
+                self.start = rest.end;
+                let line = &self.answer.decoded.bytes()[rest];
+                return (!line.iter().all(u8::is_ascii_whitespace)).then_some(Ok(line));
+            }
+            // Only part of a line is left: keep it, drop what was read.
+            decoded.drain(..self.start);
+            self.start = 0;
+            match self.answer.next_chunk().await {
+                Ok(Some(chunk)) => {
+                    if let Err(err) = self.answer.decoded.push(&chunk) {
+                        return Some(Err(err));
+                    }
+                }
+                Ok(None) => self.ended = true,
+                Err(err) => return Some(Err(err)),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use flate2::Compression;
+    use flate2::write::GzEncoder;
+
+    use super::*;
+
+    fn gzip(member: &[u8]) -> Vec<u8> {
+        let mut encoder = GzEncoder::new(Vec::new(), Compression::fast());
+        encoder.write_all(member).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    /// The lines of a body that arrives in `chunks`, decoded as `gzip` says.
+    async fn lines_of(chunks: Vec<Vec<u8>>, gzip: bool) -> Vec<String> {
+        let chunks = futures_util::stream::iter(chunks.into_iter().map(|chunk| Ok(Bytes::from(chunk)))).boxed();
+        let mut lines = Answer { chunks, decoded: Decoded::new(gzip) }.lines();
+        let mut out = Vec::new();
+        while let Some(line) = lines.next().await {
+            out.push(String::from_utf8(line.unwrap().to_vec()).unwrap());
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn lines_should_come_whole_however_the_body_is_cut() {
+        let body = b"{\"a\":1}\n{\"b\":2}\n\n{\"c\":3}".to_vec();
+        for cut in 0..body.len() {
+            let chunks = vec![body[..cut].to_vec(), body[cut..].to_vec()];
+            assert_eq!(lines_of(chunks, false).await, ["{\"a\":1}", "{\"b\":2}", "", "{\"c\":3}"], "cut at {cut}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_watch_sent_as_one_gzip_member_per_event_should_be_read_in_full() {
+        let events: Vec<String> =
+            (0..50).map(|i| format!("{{\"type\":\"ADDED\",\"object\":{{\"n\":{i}}}}}\n")).collect();
+        let wire: Vec<u8> = events.iter().flat_map(|event| gzip(event.as_bytes())).collect();
+        // Cut into pieces that straddle the members' boundaries.
+        let chunks: Vec<Vec<u8>> = wire.chunks(7).map(<[u8]>::to_vec).collect();
+        let lines = lines_of(chunks, true).await;
+        assert_eq!(lines.len(), 50, "a decoder that stops after the first member reads 1");
+        assert_eq!(lines[49], events[49].trim_end());
+    }
+
+    #[tokio::test]
+    async fn each_event_should_be_read_as_soon_as_its_member_arrives() {
+        let member = gzip(b"{\"type\":\"BOOKMARK\"}\n");
+        // A watch that then stays quiet: nothing more ever comes.
+        let chunks = futures_util::stream::iter([Ok(Bytes::from(member))]).chain(futures_util::stream::pending()).boxed();
+        let mut lines = Answer { chunks, decoded: Decoded::new(true) }.lines();
+        let line = tokio::time::timeout(std::time::Duration::from_secs(5), lines.next()).await;
+        let line = line.expect("the event is read without waiting for the next").unwrap().unwrap();
+        assert_eq!(line, b"{\"type\":\"BOOKMARK\"}");
+    }
+
+    #[tokio::test]
+    async fn a_corrupt_gzip_body_should_be_an_error_not_an_end() {
+        let mut wire = gzip(b"{\"a\":1}\n");
+        wire.extend_from_slice(b"not gzip at all");
+        let chunks = futures_util::stream::iter([Ok(Bytes::from(wire))]).boxed();
+        let mut lines = Answer { chunks, decoded: Decoded::new(true) }.lines();
+        let first = lines.next().await.unwrap();
+        assert!(first.is_err() || lines.next().await.is_some_and(|line| line.is_err()));
+    }
+}
