@@ -5,10 +5,13 @@
 //
 //	informer-go -kubeconfig FILE -namespace NS populate -count 10000 -size 1024
 //	informer-go -kubeconfig FILE -namespace NS sync
+//	informer-go -kubeconfig FILE -namespace NS read
 //	informer-go -kubeconfig FILE -namespace NS ingest -expect-updates 100000
 //	informer-go -kubeconfig FILE -namespace NS -qps -1 patch -count 100000 -round R
 //	informer-go wait-metric -url http://ADDR/metrics -sample 'name{labels}' -value 100000
 //
+// read only reads the streaming list sync asks for, as JSON, decoding
+// nothing (see read.go): the floor under a JSON reader's sync time.
 // sync prints one line "synced objects=N seconds=S unix_us=T" once the informer's
 // cache has synced, then sleeps until killed so the caller can read its RSS.
 // ingest is sync plus a client-go workqueue fed by the informer's events; see
@@ -71,6 +74,8 @@ func main() {
 		populate(client, *namespace, *count, *size, *label, *progress)
 	case "sync":
 		syncInformer(client, *namespace, start)
+	case "read":
+		readStream(client, *namespace, start)
 	case "ingest":
 		fs := flag.NewFlagSet("ingest", flag.ExitOnError)
 		expect := fs.Int64("expect-updates", 0, "print an \"updated\" line when this many update events have been handled")

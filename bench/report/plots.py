@@ -16,6 +16,7 @@ COLORS = {
     "workqueue-sidecar": "#1f77b4",
     "client-go": "#2ca02c",
     "client-go-json": "#98df8a",
+    "json-read": "#c7c7c7",
     "controller-runtime": "#d62728",
     "go": "#17becf",
     "python": "#ff7f0e",
