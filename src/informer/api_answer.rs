@@ -190,7 +190,8 @@ mod tests {
     async fn each_event_should_be_read_as_soon_as_its_member_arrives() {
         let member = gzip(b"{\"type\":\"BOOKMARK\"}\n");
         // A watch that then stays quiet: nothing more ever comes.
-        let chunks = futures_util::stream::iter([Ok(Bytes::from(member))]).chain(futures_util::stream::pending()).boxed();
+        let chunks =
+            futures_util::stream::iter([Ok(Bytes::from(member))]).chain(futures_util::stream::pending()).boxed();
         let mut lines = Answer { chunks, decoded: Decoded::new(true) }.lines();
         let line = tokio::time::timeout(std::time::Duration::from_secs(5), lines.next()).await;
         let line = line.expect("the event is read without waiting for the next").unwrap().unwrap();

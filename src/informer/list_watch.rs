@@ -344,7 +344,12 @@ impl ListWatch {
                 WatchEvent::Error(status) => return Err(Stop::Failed(kube::Error::Api(status))),
             }
         }
-        Err(Stop::Closed)
+        // Ended before its bookmark: a failure (retried after the backoff),
+        // not a watch ending on time, lest a server that keeps cutting the
+        // list short be asked again at once, forever.
+        let cut =
+            std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the streaming list ended before its end bookmark");
+        Err(Stop::Failed(kube::Error::ReadEvents(cut)))
     }
 
     /// Watches `listed` from version `at`, moving `at` along with every

@@ -36,9 +36,10 @@ impl Tracker {
             && *until > now
         {
             let overlap = until.duration_since(now).unwrap_or_default();
-            self.violations.lock().unwrap().push(format!(
-                "{key} granted to worker {worker} while worker {other} holds it for {overlap:?} more"
-            ));
+            self.violations
+                .lock()
+                .unwrap()
+                .push(format!("{key} granted to worker {worker} while worker {other} holds it for {overlap:?} more"));
         }
         held.insert(key.to_string(), (worker, deadline));
     }
