@@ -15,7 +15,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{ApiResource, TypeMeta};
+use kube::api::ApiResource;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -27,16 +27,26 @@ use super::spec::{IndexBy, IndexSpec};
 #[derive(Debug, Clone)]
 pub struct Shaping {
     pub strip_managed_fields: bool,
-    /// apiVersion and kind to fill in when the server left them out (list
-    /// items of built-in types) or sent `PartialObjectMetadata` (metadata-only).
-    pub types: TypeMeta,
+    /// The informer's kind: an object of another (`PartialObjectMetadata`,
+    /// metadata-only) is stored under the informer's apiVersion and kind.
+    kind: String,
+    /// `"apiVersion":…,"kind":…` of the informer's resource, written once
+    /// here: filled in when the server left them out (list items of
+    /// built-in types) or sent another kind.
+    types_json: Box<[u8]>,
     pub indexes: Vec<IndexSpec>,
 }
 
 impl Shaping {
     pub fn new(resource: &ApiResource, strip_managed_fields: bool, indexes: Vec<IndexSpec>) -> Self {
-        let types = TypeMeta { api_version: resource.api_version.clone(), kind: resource.kind.clone() };
-        Shaping { strip_managed_fields, types, indexes }
+        let types_json =
+            format!(r#""apiVersion":{},"kind":{}"#, json_string(&resource.api_version), json_string(&resource.kind));
+        Shaping {
+            strip_managed_fields,
+            kind: resource.kind.clone(),
+            types_json: types_json.into_bytes().into(),
+            indexes,
+        }
     }
 
     /// Parses the metadata of the object `json`, strips and indexes it, and
@@ -66,14 +76,11 @@ impl Shaping {
         // kind; else (left out, or PartialObjectMetadata) the informer's.
         let own_kind = kind.map(|kind| serde_json::from_str::<Text>(kind.get())).transpose()?;
         match (api_version, kind, own_kind) {
-            (Some(api_version), Some(kind), Some(Text(own))) if own == self.types.kind => {
+            (Some(api_version), Some(kind), Some(Text(own))) if own == self.kind => {
                 write_member(&mut out, "apiVersion", api_version.get().as_bytes())?;
                 write_member(&mut out, "kind", kind.get().as_bytes())?;
             }
-            _ => {
-                write_member(&mut out, "apiVersion", &serde_json::to_vec(&self.types.api_version)?)?;
-                write_member(&mut out, "kind", &serde_json::to_vec(&self.types.kind)?)?;
-            }
+            _ => out.extend_from_slice(&self.types_json),
         }
         write_key(&mut out, "metadata")?;
         out.push(b'{');
@@ -102,6 +109,11 @@ impl Shaping {
         };
         Ok(CachedObject { key, meta, json: out.into(), index_values })
     }
+}
+
+/// `text` as a JSON string.
+fn json_string(text: &str) -> String {
+    serde_json::to_string(text).expect("a string always serializes")
 }
 
 /// `,"name":` (no comma before the first member, which follows `{`).
