@@ -122,8 +122,7 @@ impl Lines {
             if self.ended {
                 let rest = self.start..decoded.len();
                 self.start = rest.end;
-                let line = &self.answer.decoded.bytes()[rest];
-                return (!line.iter().all(u8::is_ascii_whitespace)).then_some(Ok(line));
+                return (!rest.is_empty()).then(|| Ok(&self.answer.decoded.bytes()[rest]));
             }
             // Only part of a line is left: keep it, drop what was read.
             decoded.drain(..self.start);

@@ -91,8 +91,6 @@ struct ListWatch {
     share: Share,
     /// Whether the API server serves streaming lists (`sendInitialEvents`).
     streaming: bool,
-    /// Whether objects come as `PartialObjectMetadata` (the spec's `metadata_only`).
-    metadata_only: bool,
     request: Request,
     backoff: WatchBackoff,
     resync: Option<tokio::time::Interval>,
@@ -117,16 +115,7 @@ impl ListWatch {
         let namespace = spec.namespace.as_deref().filter(|_| informer.is_namespaced());
         let request = Request::new(DynamicObject::url_path(informer.resource(), namespace));
         let resync = spec.resync.map(resync_ticks);
-        ListWatch {
-            writer,
-            client,
-            share,
-            streaming,
-            metadata_only: spec.metadata_only,
-            request,
-            backoff: WatchBackoff::new(),
-            resync,
-        }
+        ListWatch { writer, client, share, streaming, request, backoff: WatchBackoff::new(), resync }
     }
 
     async fn run(mut self) {
@@ -261,7 +250,7 @@ impl ListWatch {
         };
         loop {
             let request =
-                if self.metadata_only { self.request.list_metadata(&params) } else { self.request.list(&params) }
+                if spec.metadata_only { self.request.list_metadata(&params) } else { self.request.list(&params) }
                     .map_err(|err| Stop::Failed(kube::Error::BuildRequest(err)))?;
             let answer =
                 api_answer::send(&self.client, with_shard_selector(request, selector)).await.map_err(stop_for)?;
@@ -305,7 +294,7 @@ impl ListWatch {
             bookmarks: true,
             send_initial_events: initial_events,
         };
-        let request = if self.metadata_only {
+        let request = if spec.metadata_only {
             self.request.watch_metadata(&params, version)
         } else {
             self.request.watch(&params, version)
@@ -393,26 +382,20 @@ impl ListWatch {
             };
             informer.on_watch_progress();
             self.backoff.reset();
-            match event {
-                WatchEvent::Added(object) | WatchEvent::Modified(object) => {
-                    if let Some(object) = self.writer.shape(object.get()) {
-                        at.replace_range(.., &object.meta.resource_version);
-                        self.writer.on_applied(object);
-                    }
-                }
-                WatchEvent::Deleted(object) => {
-                    if let Some(object) = self.writer.shape(object.get()) {
-                        at.replace_range(.., &object.meta.resource_version);
-                        self.writer.on_deleted(object);
-                    }
-                }
+            let (object, deleted) = match event {
+                WatchEvent::Added(object) | WatchEvent::Modified(object) => (object, false),
+                WatchEvent::Deleted(object) => (object, true),
                 WatchEvent::Bookmark(bookmark) => {
                     self.writer.on_current_at(&bookmark.metadata.resource_version);
                     *at = bookmark.metadata.resource_version;
+                    continue;
                 }
                 WatchEvent::Error(status) if status.code == 410 => return Stop::Expired,
                 WatchEvent::Error(status) => return Stop::Failed(kube::Error::Api(status)),
-            }
+            };
+            let Some(object) = self.writer.shape(object.get()) else { continue };
+            at.replace_range(.., &object.meta.resource_version);
+            if deleted { self.writer.on_deleted(object) } else { self.writer.on_applied(object) }
         }
     }
 }
