@@ -108,14 +108,90 @@ impl QueueRegistry {
             if queue.is_sharded() {
                 continue;
             }
-            queue.set_grant_until(term_ends);
-            queue.set_hold(NOT_LEADER, term_ends.is_none());
-            if term_ends.is_none() {
-                let revoked = queue.revoke_all();
-                if revoked > 0 {
-                    warn!(%name, revoked, "not the leader: held leases revoked, their keys stay queued here");
+            // One step of the queue each: a worker that asked between two
+            // separate steps (the bound cleared, the hold not yet on) was
+            // granted a lease of the full time to live, past the term.
+            match term_ends {
+                Some(until) => queue.open_term(NOT_LEADER, until),
+                None => {
+                    let revoked = queue.close_term(NOT_LEADER);
+                    if revoked > 0 {
+                        warn!(%name, revoked, "not the leader: held leases revoked, their keys stay queued here");
+                    }
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use tokio::time::Instant;
+
+    use super::*;
+    use crate::queue::{Reason, ReasonKind};
+
+    /// Every moment of a change of leadership must leave the queue capped:
+    /// a worker that asks between two steps of `apply` must never get a lease
+    /// that outlives the newest term. One worker takes and hands back keys
+    /// as fast as it can while leadership flips thousands of times.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn no_lease_should_outlive_the_term_across_changes_of_leadership() {
+        let registry = Arc::new(QueueRegistry::new([("default".to_string(), QueueSettings::default())]).unwrap());
+        registry.follow_election();
+        let queue = registry.get("default").unwrap().clone();
+        for i in 0..8 {
+            queue.add(Arc::from(format!("key-{i}")), 0, Reason::of(ReasonKind::Manual)).unwrap();
+        }
+        let newest_term = Arc::new(Mutex::new(Instant::now()));
+        let flipping = Arc::new(AtomicBool::new(true));
+        let worker = tokio::spawn({
+            let (queue, newest_term, flipping) = (queue.clone(), newest_term.clone(), flipping.clone());
+            async move {
+                let holder: crate::queue::Holder = Arc::from("worker");
+                let (mut granted, mut outlived) = (0, Vec::new());
+                while flipping.load(Ordering::Relaxed) {
+                    let Ok(Some(leases)) = queue.try_get_many(&holder, 8, None) else {
+                        tokio::task::yield_now().await;
+                        continue;
+                    };
+                    let term = *newest_term.lock().unwrap();
+                    for lease in leases {
+                        granted += 1;
+                        if lease.deadline > term {
+                            outlived.push(lease.deadline - term);
+                        }
+                        // Done may find the lease revoked already; the key goes round again either way.
+                        let _ = queue.done(&lease.key, lease.token);
+                        queue.add(lease.key, 0, Reason::of(ReasonKind::Manual)).unwrap();
+                    }
+                }
+                (granted, outlived)
+            }
+        });
+        let flipper = tokio::task::spawn_blocking({
+            let registry = registry.clone();
+            move || {
+                for _ in 0..20_000 {
+                    let term_ends = Instant::now() + Duration::from_millis(50);
+                    *newest_term.lock().unwrap() = term_ends;
+                    registry.apply(Leadership::Leader { term_ends });
+                    registry.apply(Leadership::Follower);
+                }
+                flipping.store(false, Ordering::Relaxed);
+            }
+        });
+        flipper.await.unwrap();
+        let (granted, outlived) = worker.await.unwrap();
+        assert!(granted > 0, "the worker was never granted a key: the test proves nothing");
+        assert!(
+            outlived.is_empty(),
+            "{} leases outlived the term, the first by {:?}",
+            outlived.len(),
+            outlived.first()
+        );
     }
 }

@@ -70,7 +70,7 @@ pub async fn follow_shards(
                 if let Some(grant) = grant {
                     // The term first: a slot granted now must not outlive it.
                     for queue in &queues {
-                        queue.set_grant_until(Some(grant.until));
+                        queue.set_grant_until(grant.until);
                     }
                 }
                 owned = grant.map_or(SlotSet::EMPTY, |grant| grant.slots);

@@ -346,12 +346,6 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         self.with_state(|state, now| state.settled(key, now))
     }
 
-    /// Hands every held key back to the queue at once, without counting a
-    /// failure (the sidecar lost leadership); their tokens turn stale. How many.
-    pub fn revoke_all(&self) -> usize {
-        self.with_state(|state, now| state.return_all_held(now))
-    }
-
     /// Tells `holder` of each of its leases that ends without its Done or
     /// Finish (expired, handed back), until the returned value is dropped.
     /// Watch before taking leases: a lease lost earlier is not told.
@@ -433,11 +427,35 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     }
 
     /// From `until` on, nothing is granted, and no lease (granted or
-    /// extended) lasts past it; `None` lifts the bound. Leader election sets
-    /// it to the end of the current term at every renewal, so a leader that
-    /// froze and wakes up grants nothing before it learns it lost the Lease.
-    pub fn set_grant_until(&self, until: Option<Instant>) {
+    /// extended) lasts past it. Shard terms set it at every renewal, so a
+    /// replica that froze and wakes up grants nothing before it learns it
+    /// lost its slots. Once set, a queue is never unbounded again.
+    pub fn set_grant_until(&self, until: Instant) {
         self.with_state(|state, now| state.set_grant_until(until, now));
+    }
+
+    /// Starts or renews a term, in one step under the lock: from now until
+    /// `until` keys are granted, no lease outlasts it, and `hold` is lifted.
+    /// The bound is in place before the hold lifts, so no waiter that wakes
+    /// in between can be granted past it.
+    pub fn open_term(&self, hold: &'static str, until: Instant) {
+        self.with_state(|state, now| {
+            state.set_grant_until(until, now);
+            state.set_hold(hold, false);
+        });
+    }
+
+    /// Ends the term now, in one step under the lock: `hold` goes on, the
+    /// bound moves to now (never later), and every held key is handed back
+    /// without counting a failure; their tokens turn stale. How many were
+    /// held. No instant between the steps lets a lease be granted or
+    /// extended without the bound, as setting the two apart did.
+    pub fn close_term(&self, hold: &'static str) -> usize {
+        self.with_state(|state, now| {
+            state.set_hold(hold, true);
+            state.cut_grant_until(now);
+            state.return_all_held(now)
+        })
     }
 
     /// The holds on granting now; empty while keys are handed out.

@@ -613,7 +613,7 @@ async fn holds_should_stop_granting_until_the_last_is_lifted() {
 async fn grant_until_should_bound_grants_and_lease_deadlines() {
     let q = queue();
     let term_end = Instant::now() + Duration::from_secs(10);
-    q.set_grant_until(Some(term_end));
+    q.set_grant_until(term_end);
     add(&q, "a", 0);
     let lease = take(&q).unwrap();
     assert_eq!(lease.deadline, term_end, "no lease outlives the term");
@@ -623,8 +623,27 @@ async fn grant_until_should_bound_grants_and_lease_deadlines() {
     add(&q, "b", 0);
     advance(Duration::from_secs(1)).await;
     assert_eq!(take(&q), None, "nothing is granted once the term ended");
-    q.set_grant_until(Some(Instant::now() + Duration::from_secs(10)));
+    q.set_grant_until(Instant::now() + Duration::from_secs(10));
     assert_eq!(take_key(&q).as_deref(), Some("b"), "a renewed term grants again");
+}
+
+#[tokio::test(start_paused = true)]
+async fn closing_a_term_should_hold_cut_the_bound_and_hand_back_in_one_step() {
+    let q = queue();
+    let term_end = Instant::now() + Duration::from_secs(10);
+    q.open_term("not the leader", term_end);
+    add(&q, "a", 0);
+    add(&q, "b", 0);
+    let a = take(&q).unwrap();
+    assert_eq!(q.close_term("not the leader"), 1);
+    assert_eq!(q.holds(), ["not the leader"]);
+    assert!(q.extend("a", a.token, None).is_err(), "the handed-back lease's token is stale");
+    // Even with the hold lifted by hand, the bound stays at the step-down:
+    // only a new term grants again.
+    q.set_hold("not the leader", false);
+    assert_eq!(take(&q), None, "nothing is granted after the term was closed");
+    q.open_term("not the leader", Instant::now() + Duration::from_secs(10));
+    assert!(take(&q).is_some());
 }
 
 #[tokio::test(start_paused = true)]
@@ -751,7 +770,7 @@ async fn a_holder_should_be_told_of_leases_handed_back_but_not_of_those_it_ended
     let d = q.try_get_many(&worker("other"), 1, None).unwrap().unwrap().remove(0);
     q.done("a", a.token).unwrap();
     q.finish("b", b.token, FinishOutcome::Retry { error: "x".into() }).unwrap();
-    assert_eq!(q.revoke_all(), 2);
+    assert_eq!(q.close_term("not the leader"), 2);
     assert_eq!(told(&mut lost), vec![("c".to_string(), c.token, Returned)]);
     assert_eq!(told(&mut other), vec![("d".to_string(), d.token, Returned)]);
 }
@@ -762,7 +781,7 @@ async fn a_holder_that_stopped_watching_should_be_forgotten() {
     drop(q.watch_lost_leases(&worker("w")));
     add(&q, "a", 0);
     take(&q).unwrap();
-    assert_eq!(q.revoke_all(), 1);
+    assert_eq!(q.close_term("not the leader"), 1);
     assert_eq!(q.shared.lost_lease_watchers.watching(), 0);
 }
 

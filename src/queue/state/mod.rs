@@ -662,15 +662,20 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         }
     }
 
-    /// Sets (or clears) the instant from which nothing is granted and past
-    /// which no lease lasts; moving it later wakes a waiter per ready key.
-    pub(crate) fn set_grant_until(&mut self, until: Option<Instant>, now: Instant) {
+    /// Sets the instant from which nothing is granted and past which no
+    /// lease lasts; moving it later wakes a waiter per ready key.
+    pub(crate) fn set_grant_until(&mut self, until: Instant, now: Instant) {
         let was_open = self.grant_until.is_none_or(|u| now < u);
-        self.grant_until = until;
-        let is_open = until.is_none_or(|u| now < u);
-        if !was_open && is_open {
+        self.grant_until = Some(until);
+        if !was_open && now < until {
             self.wakeups = self.wakeups.saturating_add(self.ready.len());
         }
+    }
+
+    /// Moves the bound to `now` unless it is earlier already: nothing is
+    /// granted from now on, and nothing granted so far is lengthened.
+    pub(crate) fn cut_grant_until(&mut self, now: Instant) {
+        self.grant_until = Some(self.grant_until.map_or(now, |until| until.min(now)));
     }
 
     pub(crate) fn holds(&self) -> Vec<&'static str> {
