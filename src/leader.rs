@@ -59,6 +59,9 @@ impl ElectionSettings {
                 retry_period: self.retry_period,
             });
         }
+        if !is_whole_seconds(self.lease_duration) {
+            return Err(ElectionSettingsError::LeaseDurationNotWholeSeconds { lease_duration: self.lease_duration });
+        }
         if self.lease_duration <= self.renew_deadline {
             return Err(ElectionSettingsError::LeaseNotLongerThanRenewDeadline {
                 lease_duration: self.lease_duration,
@@ -67,6 +70,14 @@ impl ElectionSettings {
         }
         Ok(())
     }
+}
+
+/// Whether a Lease's `leaseDurationSeconds` holds `duration` exactly. Other
+/// replicas wait only what the Lease says: a duration cut to whole seconds
+/// could end before this replica's term does (1.5 s would read as 1 s, 0.8 s
+/// as 0 s: taken over at once), so only whole seconds are accepted.
+pub fn is_whole_seconds(duration: Duration) -> bool {
+    duration.subsec_nanos() == 0 && duration.as_secs() >= 1 && i32::try_from(duration.as_secs()).is_ok()
 }
 
 /// Election timings that cannot work together, named by their flags.
@@ -78,6 +89,10 @@ pub enum ElectionSettingsError {
         "--leader-election-renew-deadline ({renew_deadline:?}) must be longer than the retry period ({retry_period:?})"
     )]
     RenewDeadlineNotAfterRetry { renew_deadline: Duration, retry_period: Duration },
+    #[error(
+        "--leader-election-lease-duration ({lease_duration:?}) must be a whole number of seconds: the Lease records it in seconds, and other replicas wait no longer than that"
+    )]
+    LeaseDurationNotWholeSeconds { lease_duration: Duration },
     #[error(
         "--leader-election-lease-duration ({lease_duration:?}) must be longer than the renew deadline ({renew_deadline:?})"
     )]
@@ -285,5 +300,30 @@ mod tests {
         assert!(matches!(bad.validate(), Err(ElectionSettingsError::LeaseNotLongerThanRenewDeadline { .. })));
         let bad = ElectionSettings { retry_period: Duration::from_secs(10), ..settings() };
         assert!(matches!(bad.validate(), Err(ElectionSettingsError::RenewDeadlineNotAfterRetry { .. })));
+    }
+
+    #[test]
+    fn a_lease_duration_the_lease_cannot_record_exactly_should_be_refused() {
+        // Written as 0 s, 1 s and 1 s: other replicas would take over before
+        // this one's term (renew deadline) ends.
+        for (lease_duration, renew_deadline, retry_period) in [(800, 600, 200), (1500, 1200, 500), (1999, 1500, 500)] {
+            let bad = ElectionSettings {
+                lease_duration: Duration::from_millis(lease_duration),
+                renew_deadline: Duration::from_millis(renew_deadline),
+                retry_period: Duration::from_millis(retry_period),
+                ..settings()
+            };
+            assert!(
+                matches!(bad.validate(), Err(ElectionSettingsError::LeaseDurationNotWholeSeconds { .. })),
+                "{bad:?}"
+            );
+        }
+        let whole = ElectionSettings {
+            lease_duration: Duration::from_secs(2),
+            renew_deadline: Duration::from_millis(1500),
+            retry_period: Duration::from_millis(500),
+            ..settings()
+        };
+        assert_eq!(whole.validate(), Ok(()));
     }
 }

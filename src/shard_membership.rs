@@ -122,7 +122,7 @@ pub struct Membership {
 impl Membership {
     pub fn new(client: kube::Client, settings: MembershipSettings) -> Result<Membership, MembershipSettingsError> {
         settings.timings.validate()?;
-        if settings.timings.lease_duration.subsec_nanos() != 0 {
+        if !crate::leader::is_whole_seconds(settings.timings.lease_duration) {
             return Err(MembershipSettingsError::FractionalLeaseDuration(settings.timings.lease_duration));
         }
         if settings.group.is_empty() || settings.identity.is_empty() {
