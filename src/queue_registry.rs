@@ -108,9 +108,9 @@ impl QueueRegistry {
             if queue.is_sharded() {
                 continue;
             }
-            // One step of the queue each: a worker that asked between two
-            // separate steps (the bound cleared, the hold not yet on) was
-            // granted a lease of the full time to live, past the term.
+            // One step of the queue each: were the bound and the hold set
+            // apart, a worker asking in between would be granted a lease of
+            // the full time to live, past the term.
             match term_ends {
                 Some(until) => queue.open_term(NOT_LEADER, until),
                 None => {

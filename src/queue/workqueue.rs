@@ -449,7 +449,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// bound moves to now (never later), and every held key is handed back
     /// without counting a failure; their tokens turn stale. How many were
     /// held. No instant between the steps lets a lease be granted or
-    /// extended without the bound, as setting the two apart did.
+    /// extended without the bound.
     pub fn close_term(&self, hold: &'static str) -> usize {
         self.with_state(|state, now| {
             state.set_hold(hold, true);
