@@ -2,15 +2,18 @@
 #![allow(dead_code)] // Each bench uses the part of this helper it needs.
 
 use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use workqueue_sidecar::grpc::pb::work_queue_service_client::WorkQueueServiceClient;
 
 pub type Client = WorkQueueServiceClient<tonic::transport::Channel>;
 
-/// The running sidecar; killed on drop.
+/// The running sidecar; killed on drop (and its config file removed).
 pub struct ReleaseSidecar {
     child: Child,
+    config: Option<PathBuf>,
     pub endpoint: String,
 }
 
@@ -18,17 +21,34 @@ impl Drop for ReleaseSidecar {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(config) = &self.config {
+            let _ = std::fs::remove_file(config);
+        }
     }
 }
 
 impl ReleaseSidecar {
     /// Starts the binary with `--tcp 127.0.0.1:0 --admin off` and waits for its address.
     pub fn start() -> ReleaseSidecar {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar"))
-            .args(["--tcp", "127.0.0.1:0", "--admin", "off", "--log", "warn,workqueue_sidecar::server=info"])
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("starts the sidecar");
+        Self::spawn(None)
+    }
+
+    /// Like `start`, with `yaml` as its `--config` file.
+    pub fn start_with_config(yaml: &str) -> ReleaseSidecar {
+        static STARTED: AtomicUsize = AtomicUsize::new(0);
+        let nth = STARTED.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("wqs-bench-{}-{nth}.yaml", std::process::id()));
+        std::fs::write(&path, yaml).expect("writes the benchmark's config");
+        Self::spawn(Some(path))
+    }
+
+    fn spawn(config: Option<PathBuf>) -> ReleaseSidecar {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar"));
+        command.args(["--tcp", "127.0.0.1:0", "--admin", "off", "--log", "warn,workqueue_sidecar::server=info"]);
+        if let Some(path) = &config {
+            command.arg("--config").arg(path);
+        }
+        let mut child = command.stderr(Stdio::piped()).spawn().expect("starts the sidecar");
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         let address = loop {
             let line = lines.next().expect("the sidecar logs its address").unwrap();
@@ -38,7 +58,7 @@ impl ReleaseSidecar {
         };
         // Keep reading, so the sidecar never blocks on a full stderr pipe.
         std::thread::spawn(move || for _ in lines {});
-        ReleaseSidecar { child, endpoint: format!("http://{address}") }
+        ReleaseSidecar { child, config, endpoint: format!("http://{address}") }
     }
 
     pub async fn connect(&self) -> Client {
