@@ -5,9 +5,9 @@ use std::time::Duration;
 use super::rate_limit::RateLimiterSpec;
 use super::settings_error::{SettingsError, check_duration};
 
-/// The default `max_keys`: a key costs about 380 bytes plus its text (383
+/// The default `max_keys`: a key costs about 260 bytes plus its text (283
 /// bytes per 21-byte key measured by `bench/rust/scale` at 1,000,000 keys), so a
-/// full queue takes about 95 MiB, within the deploy's 512 MiB limit with room
+/// full queue takes about 68 MiB, within the deploy's 512 MiB limit with room
 /// for the informer caches.
 pub const DEFAULT_MAX_KEYS: usize = 250_000;
 
