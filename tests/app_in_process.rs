@@ -57,3 +57,53 @@ async fn sidecar_should_serve_then_drain_held_work_and_stop_when_shutdown_comple
     let refused = WorkQueueServiceClient::connect(format!("http://{address}")).await;
     assert!(refused.is_err(), "the port is closed after the stop");
 }
+
+/// A kubeconfig naming an API server nobody listens on: the elector's every
+/// attempt fails, so this replica never leads.
+fn unreachable_kubeconfig() -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("wqs-unreachable-{}.kubeconfig", std::process::id()));
+    std::fs::write(
+        &path,
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n\
+         clusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\n\
+         users: [{name: u, user: {token: t}}]\n\
+         contexts: [{name: x, context: {cluster: c, user: u}}]\n",
+    )
+    .unwrap();
+    path
+}
+
+/// The listeners are bound by `bind`, so a worker may connect the moment
+/// `run` starts serving: a replica that elects must hold its queues from
+/// `bind` on, not from when its elector task starts (which came after the
+/// informers' first requests to the API server).
+#[tokio::test]
+async fn a_replica_that_elects_should_hand_out_nothing_from_the_moment_it_is_bound() {
+    let kubeconfig = unreachable_kubeconfig();
+    let election = workqueue_sidecar::leader::ElectionSettings {
+        namespace: "default".into(),
+        lease_name: "workqueue-sidecar".into(),
+        identity: "replica-a".into(),
+        lease_duration: Duration::from_secs(15),
+        renew_deadline: Duration::from_secs(10),
+        retry_period: Duration::from_secs(2),
+    };
+    let options = Options { kubeconfig: Some(kubeconfig.clone()), election: Some(election), ..standalone() };
+    let sidecar = Sidecar::bind(options).await.expect("binds without reaching the API server");
+    let queue = sidecar.queues().get("default").expect("the standalone queue").clone();
+    assert_eq!(queue.holds(), ["not the leader"], "held before anything serves");
+
+    let address = sidecar.tcp_address().expect("a TCP address");
+    let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(sidecar.run(async move {
+        let _ = shutdown_rx.await;
+        "test"
+    }));
+    let mut client = WorkQueueServiceClient::connect(format!("http://{address}")).await.unwrap();
+    client.add(add_request(&["a"])).await.unwrap();
+    let leases = client.get(get_request(1, Duration::from_millis(300), None)).await.unwrap().into_inner().leases;
+    assert!(leases.is_empty(), "a replica that never led handed out {leases:?}");
+    shutdown_tx.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), running).await.expect("stops").unwrap().expect("a clean stop");
+    let _ = std::fs::remove_file(kubeconfig);
+}

@@ -121,6 +121,12 @@ impl Sidecar {
             Some(settings) => Some((settings, kube_client(kubeconfig.as_deref()).await?)),
             None => None,
         };
+        // A replica that runs an election hands out nothing before it leads:
+        // held from here, before any listener serves (informer-fed queues are
+        // held until their caches sync, since `InformerRegistry::build`).
+        if election.is_some() {
+            queues.follow_election();
+        }
         // Later changes to the TLS files are loaded for new connections.
         let tls = tls.map(|files| ServingTls::watch(files, metrics.tls_reloads.clone())).transpose()?;
         let listeners = Listeners::bind_with(tcp, unix.as_deref(), exposure, tls).await?;
@@ -142,6 +148,11 @@ impl Sidecar {
             membership,
             grace_period,
         })
+    }
+
+    /// The queues, as built (for tests: what holds they carry before `run`).
+    pub fn queues(&self) -> &Arc<QueueRegistry> {
+        &self.queues
     }
 
     /// The gRPC TCP listener's address (its port, when 0 was asked).
@@ -297,7 +308,6 @@ fn follow_election(
         metrics.leader.set(1);
         return;
     };
-    queues.follow_election();
     metrics.leader.set(0);
     let (queues, metrics) = (queues.clone(), metrics.clone());
     let on_change = move |leadership| {

@@ -127,6 +127,9 @@ impl InformerRegistry {
             let queue =
                 queues.get(queue_name).ok_or_else(|| InformerStartError::UnknownQueue(queue_name.to_owned()))?;
             let informers = registry.subscribe(&mut writers, queue, binding)?;
+            // Held from here, before any listener serves: a key added before
+            // the caches synced must not be handed out against an empty cache.
+            queue.set_hold(CACHES_SYNCING, true);
             watches.gated.push((queue.clone(), informers));
         }
         watches.writers = registry.names.iter().filter_map(|name| writers.remove(name)).collect();
@@ -240,15 +243,12 @@ impl InformerWatches {
         self.writers.iter().any(|writer| writer.informer().spec().shard_by.is_some())
     }
 
-    /// Closes the gates of the informer-fed queues and returns what runs the
-    /// informers, for the caller to spawn and own: one watch per informer
-    /// (its resync timer inside), and for each gated queue a future that
-    /// opens its gate once its informers have synced.
+    /// Returns what runs the informers, for the caller to spawn and own: one
+    /// watch per informer (its resync timer inside), and for each gated queue
+    /// (held since `build`) a future that opens its gate once its informers
+    /// have synced.
     pub async fn start(self) -> Vec<InformerTask> {
         let Some(client) = &self.client else { return Vec::new() };
-        for (queue, _) in &self.gated {
-            queue.set_hold(CACHES_SYNCING, true);
-        }
         let mut tasks = Vec::new();
         for writer in self.writers {
             let name = writer.informer().name().clone();
