@@ -5,7 +5,11 @@
 #[path = "support/sidecar.rs"]
 mod binary;
 
+use std::net::SocketAddr;
 use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
 use binary::{add_request, get_request};
 use workqueue_sidecar::app::{Options, Sidecar};
@@ -29,15 +33,22 @@ fn standalone() -> Options {
     }
 }
 
-#[tokio::test]
-async fn sidecar_should_serve_then_drain_held_work_and_stop_when_shutdown_completes() {
-    let sidecar = Sidecar::bind(standalone()).await.expect("a standalone sidecar binds");
+/// Runs `sidecar` until the returned sender is used: its gRPC address, the
+/// sender, and the running sidecar.
+fn run_until_told(sidecar: Sidecar) -> (SocketAddr, oneshot::Sender<()>, JoinHandle<anyhow::Result<()>>) {
     let address = sidecar.tcp_address().expect("a TCP address");
-    let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
+    let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
     let running = tokio::spawn(sidecar.run(async move {
         let _ = shutdown_rx.await;
         "test"
     }));
+    (address, shutdown_tx, running)
+}
+
+#[tokio::test]
+async fn sidecar_should_serve_then_drain_held_work_and_stop_when_shutdown_completes() {
+    let sidecar = Sidecar::bind(standalone()).await.expect("a standalone sidecar binds");
+    let (address, shutdown_tx, running) = run_until_told(sidecar);
 
     let mut client = WorkQueueServiceClient::connect(format!("http://{address}")).await.unwrap();
     client.add(add_request(&["a"])).await.unwrap();
@@ -93,12 +104,7 @@ async fn a_replica_that_elects_should_hand_out_nothing_from_the_moment_it_is_bou
     let queue = sidecar.queues().get("default").expect("the standalone queue").clone();
     assert_eq!(queue.holds(), ["not the leader"], "held before anything serves");
 
-    let address = sidecar.tcp_address().expect("a TCP address");
-    let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(sidecar.run(async move {
-        let _ = shutdown_rx.await;
-        "test"
-    }));
+    let (address, shutdown_tx, running) = run_until_told(sidecar);
     let mut client = WorkQueueServiceClient::connect(format!("http://{address}")).await.unwrap();
     client.add(add_request(&["a"])).await.unwrap();
     let leases = client.get(get_request(1, Duration::from_millis(300), None)).await.unwrap().into_inner().leases;
