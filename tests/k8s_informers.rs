@@ -382,6 +382,39 @@ async fn k8s_a_queue_should_hand_out_nothing_until_its_informers_synced() {
     wait_until("all 1200 keys queued", Duration::from_secs(10), || q.counts().ready + q.counts().held == 1200).await;
 }
 
+/// The sidecar's listeners are bound by `bind`; an informer-fed queue must
+/// be held from then on, not from when `run` starts the informers (after the
+/// gRPC server already serves).
+#[tokio::test]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
+async fn k8s_an_informer_fed_queue_should_be_held_from_the_moment_the_sidecar_is_bound() {
+    use workqueue_sidecar::app::{Options, Sidecar as App};
+    use workqueue_sidecar::config::Config;
+    let client = control_plane::client().await;
+    let ns = TestNamespace::create(&client, "inf-bound").await;
+    let yaml = format!(
+        "informers:\n  cms: {{ version: v1, kind: ConfigMap, namespace: {} }}\nqueues:\n  q: {{ primary: cms }}\n",
+        ns.name()
+    );
+    let options = Options {
+        config: Config::parse(&yaml, "test.yaml").unwrap_or_else(|e| panic!("{e}")),
+        tcp: Some("127.0.0.1:0".parse().unwrap()),
+        unix: None,
+        admin: None,
+        exposure: workqueue_sidecar::server::Exposure::default(),
+        tls: None,
+        kubeconfig: Some(control_plane::kubeconfig_path()),
+        election: None,
+        sharding: None,
+        grace_period: Duration::from_secs(1),
+    };
+    let app = App::bind(options).await.unwrap_or_else(|e| panic!("{e:#}"));
+    let q = app.queues().get("q").expect("queue q").clone();
+    assert_eq!(q.holds(), ["caches syncing"], "held before anything serves");
+    drop(app);
+    ns.delete().await;
+}
+
 #[tokio::test]
 #[ignore = "needs a control plane: hack/test runs it with --ignored"]
 async fn k8s_a_queue_at_max_keys_should_still_take_every_informer_event() {
