@@ -2,6 +2,8 @@
 //! names without any log scraping, serving a key end to end, and stopping when its shutdown future
 //! completes, with held work drained first.
 
+#[path = "support/app_options.rs"]
+mod app_options;
 #[path = "support/sidecar.rs"]
 mod binary;
 
@@ -16,21 +18,9 @@ use workqueue_sidecar::app::{Options, Sidecar};
 use workqueue_sidecar::config::Config;
 use workqueue_sidecar::grpc::pb::DoneRequest;
 use workqueue_sidecar::grpc::pb::work_queue_service_client::WorkQueueServiceClient;
-use workqueue_sidecar::server::Exposure;
 
 fn standalone() -> Options {
-    Options {
-        config: Config::standalone(),
-        tcp: Some("127.0.0.1:0".parse().unwrap()),
-        unix: None,
-        admin: None,
-        exposure: Exposure::default(),
-        tls: None,
-        kubeconfig: None,
-        election: None,
-        sharding: None,
-        grace_period: Duration::from_secs(5),
-    }
+    app_options::loopback(Config::standalone(), None)
 }
 
 /// Runs `sidecar` until the returned sender is used: its gRPC address, the

@@ -15,7 +15,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 use support::control_plane::{self, TestNamespace};
-use support::informers::Sidecar;
+use support::informers::{Sidecar, configmaps_into_queue_q};
 use tonic::Code;
 use tonic::transport::Channel;
 use workqueue_sidecar::grpc::pb;
@@ -241,14 +241,7 @@ async fn k8s_the_binary_should_queue_informer_keys_with_their_objects_and_serve_
     let dir = std::env::temp_dir().join(support::control_plane::unique_name("wqs-config"));
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("config.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "informers:\n  cms: {{ version: v1, kind: ConfigMap, namespace: {} }}\nqueues:\n  q: {{ primary: cms }}\n",
-            ns.name()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&config, configmaps_into_queue_q(ns.name())).unwrap();
     let kubeconfig = control_plane::kubeconfig_path();
     let sidecar =
         binary::Sidecar::start(&["--config", config.to_str().unwrap(), "--kubeconfig", kubeconfig.to_str().unwrap()]);

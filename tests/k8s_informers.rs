@@ -15,7 +15,7 @@ use kube::{Api, CustomResource, Resource, ResourceExt};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use support::control_plane::{self, TestNamespace, apply_crd, unique_name};
-use support::informers::{Sidecar, drain, keys, queued_with, stays_empty, wait_until};
+use support::informers::{Sidecar, configmaps_into_queue_q, drain, keys, queued_with, stays_empty, wait_until};
 use workqueue_sidecar::informer::ChangeKind;
 use workqueue_sidecar::queue::{FinishOutcome, PRIORITY_FAST, PRIORITY_SLOW, ReasonKind};
 
@@ -43,10 +43,7 @@ async fn k8s_create_update_delete_should_enqueue_keys_with_reasons_and_prioritie
     let cms: Api<ConfigMap> = ns.api();
     cms.create(&PostParams::default(), &config_map("before", json!({"k": "v"}), json!({}))).await.unwrap();
 
-    let yaml = format!(
-        "informers:\n  cms: {{ version: v1, kind: ConfigMap, namespace: {} }}\nqueues:\n  q: {{ primary: cms }}\n",
-        ns.name()
-    );
+    let yaml = configmaps_into_queue_q(ns.name());
     let sidecar = Sidecar::start(&client, &yaml).await;
     let q = sidecar.queue("q");
     let before = format!("{}/before", ns.name());
@@ -361,11 +358,7 @@ async fn k8s_a_queue_should_hand_out_nothing_until_its_informers_synced() {
     for i in 0..1200 {
         cms.create(&PostParams::default(), &config_map(&format!("g{i:04}"), json!({}), json!({}))).await.unwrap();
     }
-    let yaml = format!(
-        "informers:\n  cms: {{ version: v1, kind: ConfigMap, namespace: {} }}\nqueues:\n  q: {{ primary: cms }}\n",
-        ns.name()
-    );
-    let sidecar = Sidecar::start(&client, &yaml).await;
+    let sidecar = Sidecar::start(&client, &configmaps_into_queue_q(ns.name())).await;
     let q = sidecar.queue("q");
     let holder = std::sync::Arc::from("test");
     // Until the informer synced, keys may arrive but none is handed out.
@@ -388,26 +381,12 @@ async fn k8s_a_queue_should_hand_out_nothing_until_its_informers_synced() {
 #[tokio::test]
 #[ignore = "needs a control plane: hack/test runs it with --ignored"]
 async fn k8s_an_informer_fed_queue_should_be_held_from_the_moment_the_sidecar_is_bound() {
-    use workqueue_sidecar::app::{Options, Sidecar as App};
+    use workqueue_sidecar::app::Sidecar as App;
     use workqueue_sidecar::config::Config;
     let client = control_plane::client().await;
     let ns = TestNamespace::create(&client, "inf-bound").await;
-    let yaml = format!(
-        "informers:\n  cms: {{ version: v1, kind: ConfigMap, namespace: {} }}\nqueues:\n  q: {{ primary: cms }}\n",
-        ns.name()
-    );
-    let options = Options {
-        config: Config::parse(&yaml, "test.yaml").unwrap_or_else(|e| panic!("{e}")),
-        tcp: Some("127.0.0.1:0".parse().unwrap()),
-        unix: None,
-        admin: None,
-        exposure: workqueue_sidecar::server::Exposure::default(),
-        tls: None,
-        kubeconfig: Some(control_plane::kubeconfig_path()),
-        election: None,
-        sharding: None,
-        grace_period: Duration::from_secs(1),
-    };
+    let config = Config::parse(&configmaps_into_queue_q(ns.name()), "test.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let options = support::app_options::loopback(config, Some(control_plane::kubeconfig_path()));
     let app = App::bind(options).await.unwrap_or_else(|e| panic!("{e:#}"));
     let q = app.queues().get("q").expect("queue q").clone();
     assert_eq!(q.holds(), ["caches syncing"], "held before anything serves");

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use serde_json::{Value, json};
 use support::control_plane::{self, TestNamespace, apply_crd, unique_name};
-use support::informers::Sidecar;
+use support::informers::{Sidecar, configmaps_into_queue_q};
 use tonic::{Code, Status};
 use tonic_types::StatusExt;
 use workqueue_sidecar::grpc::pb;
@@ -42,10 +42,7 @@ fn refused(result: Result<impl std::fmt::Debug, Status>, code: Code, reason: &st
 async fn k8s_object_service_should_create_apply_patch_and_delete_and_read_its_writes_back() {
     let client = control_plane::client().await;
     let ns = TestNamespace::create(&client, "objects").await;
-    let yaml = format!(
-        "informers:\n  cms: {{ version: v1, kind: ConfigMap, namespace: {} }}\nqueues:\n  q: {{ primary: cms }}\n",
-        ns.name()
-    );
+    let yaml = configmaps_into_queue_q(ns.name());
     let mut sidecar = Sidecar::start(&client, &yaml).await;
     sidecar.synced().await;
     let (channel, _stop) = sidecar.serve_grpc(Some(ObjectWriter::new(client.clone(), "tests".into()))).await;

@@ -131,3 +131,10 @@ pub async fn stays_empty(queue: &Queue, quiet: Duration) {
     let leases = drain(queue);
     assert!(leases.is_empty(), "expected no keys on {}, got {:?}", queue.name(), keys(&leases));
 }
+
+/// A config with one informer on `namespace`'s ConfigMaps, the primary of queue `q`.
+pub fn configmaps_into_queue_q(namespace: &str) -> String {
+    format!(
+        "informers:\n  cms: {{ version: v1, kind: ConfigMap, namespace: {namespace} }}\nqueues:\n  q: {{ primary: cms }}\n"
+    )
+}
