@@ -229,7 +229,7 @@ async fn server_state(api: &Api<ConfigMap>) -> BTreeMap<String, String> {
 fn cache_state(informer: &SharedInformer, namespace: &str) -> BTreeMap<String, String> {
     let page =
         informer.list(&ListQuery { namespace: Some(namespace), limit: 100_000, ..ListQuery::default() }).unwrap();
-    page.objects.iter().map(|o| (o.meta.name.to_string(), o.meta.resource_version.to_string())).collect()
+    page.objects.iter().map(|o| (o.name().to_string(), o.meta.resource_version.to_string())).collect()
 }
 
 /// Polls until the cache equals the server's state; returns how long that took.
@@ -388,7 +388,7 @@ async fn run(fault: Fault) {
                 assert!(got.contains(&ReasonKind::Deleted), "{name}: queued with {got:?}, expected Deleted");
                 assert!(informer.get(&key).is_none(), "{name} was deleted but is still in the cache");
                 let last = informer.get_deleted(&key).unwrap_or_else(|| panic!("{name}: no tombstone"));
-                assert_eq!(&*last.meta.name, name.as_str());
+                assert_eq!(last.name(), name.as_str());
             }
             Expect::NeverSeen => assert!(informer.get(&key).is_none(), "{name} was deleted but is in the cache"),
         }

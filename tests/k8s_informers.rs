@@ -70,7 +70,7 @@ async fn k8s_create_update_delete_should_enqueue_keys_with_reasons_and_prioritie
     let informer = sidecar.informers.get("cms").unwrap();
     assert!(informer.get(&after).is_none(), "a deleted object leaves the cache");
     let last = informer.get_deleted(&after).expect("its last state stays as a tombstone");
-    assert_eq!(&*last.meta.name, "after");
+    assert_eq!(last.name(), "after");
 
     // What workqueue_sidecar_informer_events_total and _lists_total report:
     // every change handed to the queue, by type, and one list (no relist).

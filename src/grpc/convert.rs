@@ -177,8 +177,8 @@ pub fn cached_object(object: &CachedObject, deleted: bool) -> pb::CachedObject {
         json: object.json.to_vec(),
         resource_version: object.meta.resource_version.to_string(),
         deleted,
-        namespace: object.meta.namespace.to_string(),
-        name: object.meta.name.to_string(),
+        namespace: object.namespace().to_string(),
+        name: object.name().to_string(),
     }
 }
 

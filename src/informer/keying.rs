@@ -124,8 +124,8 @@ fn trigger_keys(map: &TriggerMap, primary: &SharedInformer, object: &CachedObjec
             None
         } else if !primary.is_namespaced() {
             Some(Arc::from(name))
-        } else if !meta.namespace.is_empty() {
-            Some(Arc::from(format!("{}/{name}", meta.namespace)))
+        } else if !object.namespace().is_empty() {
+            Some(Arc::from(format!("{}/{name}", object.namespace())))
         } else {
             // A cluster-scoped object cannot say which namespace's primary it means.
             None
@@ -149,13 +149,13 @@ fn trigger_keys(map: &TriggerMap, primary: &SharedInformer, object: &CachedObjec
         }
         TriggerMap::Index { index, value } => {
             let value = match value {
-                IndexValue::Name => &*meta.name,
+                IndexValue::Name => object.name(),
                 IndexValue::Key => &*object.key,
                 IndexValue::Uid => &*meta.uid,
             };
-            let same_namespace = primary.is_namespaced() && !meta.namespace.is_empty();
+            let same_namespace = primary.is_namespaced() && !object.namespace().is_empty();
             for key in primary.index_keys(index, value).unwrap_or_default() {
-                let in_namespace = key.split_once('/').is_some_and(|(ns, _)| ns == &*meta.namespace);
+                let in_namespace = key.split_once('/').is_some_and(|(ns, _)| ns == object.namespace());
                 if !same_namespace || in_namespace {
                     out.push(key);
                 }

@@ -68,7 +68,7 @@ impl Shaping {
             Some(metadata) => serde_json::from_str::<Members>(metadata.get())?.0,
             None => Vec::new(),
         };
-        let meta = parse_meta(&metadata_members)?;
+        let (meta, Names { namespace, name }) = parse_meta(&metadata_members)?;
 
         let mut out = Vec::with_capacity(json.len());
         out.push(b'{');
@@ -100,13 +100,10 @@ impl Shaping {
         let index_values = self
             .indexes
             .iter()
-            .map(|index| index_values(&index.by, &meta, metadata, &members))
+            .map(|index| index_values(&index.by, &meta, &namespace, metadata, &members))
             .collect::<Result<_, _>>()?;
-        let key: Arc<str> = if meta.namespace.is_empty() {
-            Arc::from(&*meta.name)
-        } else {
-            Arc::from(format!("{}/{}", meta.namespace, meta.name))
-        };
+        let key: Arc<str> =
+            if namespace.is_empty() { Arc::from(&*name) } else { Arc::from(format!("{namespace}/{name}")) };
         Ok(CachedObject { key, meta, json: out.into(), index_values })
     }
 }
@@ -132,15 +129,24 @@ fn write_member(out: &mut Vec<u8>, name: &str, value: &[u8]) -> Result<(), serde
     Ok(())
 }
 
-/// The fields of `Meta` from the members of `metadata`.
-fn parse_meta(members: &[(Cow<'_, str>, &RawValue)]) -> Result<Meta, serde_json::Error> {
+/// `metadata.namespace` and `metadata.name`, borrowed from the text unless
+/// escaped: they go into the object's key, not into its `Meta`.
+#[derive(Default)]
+struct Names<'a> {
+    namespace: Cow<'a, str>,
+    name: Cow<'a, str>,
+}
+
+/// The fields of `Meta`, and the names, from the members of `metadata`.
+fn parse_meta<'a>(members: &[(Cow<'_, str>, &'a RawValue)]) -> Result<(Meta, Names<'a>), serde_json::Error> {
     let mut meta = Meta::default();
+    let mut names = Names::default();
     let mut annotations = BTreeMap::<Box<str>, Box<str>>::new();
     for (name, value) in members {
         let text = value.get();
         match &**name {
-            "name" => meta.name = string(text)?,
-            "namespace" => meta.namespace = string(text)?,
+            "name" => names.name = borrowed_string(text)?,
+            "namespace" => names.namespace = borrowed_string(text)?,
             "uid" => meta.uid = string(text)?,
             "resourceVersion" => meta.resource_version = string(text)?,
             "generation" => meta.generation = serde_json::from_str(text)?,
@@ -168,12 +174,17 @@ fn parse_meta(members: &[(Cow<'_, str>, &RawValue)]) -> Result<Meta, serde_json:
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     annotations.hash(&mut hasher);
     meta.annotations_hash = hasher.finish();
-    Ok(meta)
+    Ok((meta, names))
 }
 
 /// A JSON string member (or null, read as empty).
 fn string(text: &str) -> Result<Box<str>, serde_json::Error> {
-    Ok(serde_json::from_str::<Option<Text>>(text)?.map(|Text(s)| Box::from(&*s)).unwrap_or_default())
+    Ok(borrowed_string(text)?.into())
+}
+
+/// A JSON string member (or null, read as empty), borrowed unless escaped.
+fn borrowed_string(text: &str) -> Result<Cow<'_, str>, serde_json::Error> {
+    Ok(serde_json::from_str::<Option<Text>>(text)?.map(|Text(s)| s).unwrap_or_default())
 }
 
 /// One `metadata.ownerReferences` entry as sent.
@@ -204,12 +215,13 @@ impl From<OwnerWire> for OwnerRef {
 fn index_values(
     by: &IndexBy,
     meta: &Meta,
+    namespace: &str,
     metadata: Option<&RawValue>,
     members: &[(Cow<'_, str>, &RawValue)],
 ) -> Result<Box<[Box<str>]>, serde_json::Error> {
     let mut values: Vec<Box<str>> = Vec::new();
     match by {
-        IndexBy::Namespace => values.push(meta.namespace.clone()),
+        IndexBy::Namespace => values.push(namespace.into()),
         IndexBy::Owner => values.extend(meta.owners.iter().map(|owner| owner.uid.clone())),
         IndexBy::Field(path) => {
             let mut segments = path.split('.');

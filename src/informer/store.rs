@@ -266,7 +266,7 @@ mod tests {
         labels.sort();
         Arc::new(CachedObject {
             key,
-            meta: Meta { namespace: namespace.into(), name: name.into(), labels: labels.into(), ..Meta::default() },
+            meta: Meta { labels: labels.into(), ..Meta::default() },
             json: Arc::from(&b"{}"[..]),
             index_values: vec![owner.iter().map(|o| Box::<str>::from(*o)).collect()].into(),
         })
