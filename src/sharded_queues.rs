@@ -35,7 +35,7 @@ pub fn shard_of(by: ShardBy, primary: Arc<SharedInformer>) -> ShardOf<Arc<str>> 
         }),
         ShardBy::Uid => Arc::new(move |key: &Arc<str>| {
             let object = primary.get(key).or_else(|| primary.get_deleted(key))?;
-            Some(Slot::of_hash(shard_hash(&object.meta.uid)))
+            Some(Slot::of_hash(shard_hash(&object.meta.uid.as_str())))
         }),
     }
 }

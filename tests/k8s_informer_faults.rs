@@ -395,7 +395,7 @@ async fn run(fault: Fault) {
     }
     // The recreated object is the new one, not the old one.
     let recreated = informer.get(&format!("{ns}/b-recreated")).unwrap();
-    assert_eq!(&*recreated.meta.uid, api.get("b-recreated").await.unwrap().uid().unwrap().as_str());
+    assert_eq!(&*recreated.meta.uid.as_str(), api.get("b-recreated").await.unwrap().uid().unwrap().as_str());
 
     let lists = informer.lists_done();
     let b_del = informer.get_deleted(&format!("{ns}/b-del")).unwrap();

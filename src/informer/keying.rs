@@ -148,10 +148,11 @@ fn trigger_keys(map: &TriggerMap, primary: &SharedInformer, object: &CachedObjec
             }
         }
         TriggerMap::Index { index, value } => {
+            let uid = meta.uid.as_str();
             let value = match value {
                 IndexValue::Name => object.name(),
                 IndexValue::Key => &*object.key,
-                IndexValue::Uid => &*meta.uid,
+                IndexValue::Uid => &*uid,
             };
             let same_namespace = primary.is_namespaced() && !object.namespace().is_empty();
             for key in primary.index_keys(index, value).unwrap_or_default() {

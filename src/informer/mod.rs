@@ -31,6 +31,7 @@ mod spec;
 mod store;
 mod streaming_probe;
 mod tombstone;
+mod uid;
 mod writer;
 
 pub use change::{Change, ChangeKind};
@@ -47,4 +48,5 @@ pub use spec::{
 };
 pub use store::{ListQuery, Page};
 pub use tombstone::{MAX_TOMBSTONES, TOMBSTONE_TTL};
+pub use uid::{Uid, UidText};
 pub use writer::InformerWriter;

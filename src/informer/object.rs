@@ -3,6 +3,8 @@
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
+use super::uid::Uid;
+
 /// An object as an informer stores it. Never a `serde_json::Value` tree:
 /// the JSON stays serialized, and only the metadata that keys, indexes,
 /// selectors and predicates read is parsed out.
@@ -22,7 +24,7 @@ pub struct CachedObject {
 /// which saves two strings per cached object.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Meta {
-    pub uid: Box<str>,
+    pub uid: Uid,
     pub resource_version: Box<str>,
     pub generation: Option<i64>,
     /// Sorted by key.
@@ -108,7 +110,7 @@ fn meta_of(metadata: kube::api::ObjectMeta) -> Meta {
         })
         .collect();
     Meta {
-        uid: metadata.uid.unwrap_or_default().into(),
+        uid: Uid::new(metadata.uid.as_deref().unwrap_or_default()),
         resource_version: metadata.resource_version.unwrap_or_default().into(),
         generation: metadata.generation,
         labels: labels.into(),

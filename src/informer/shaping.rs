@@ -22,6 +22,7 @@ use serde_json::value::RawValue;
 
 use super::object::{CachedObject, Meta, OwnerRef};
 use super::spec::{IndexBy, IndexSpec};
+use super::uid::Uid;
 
 /// How an informer turns what the API server sent into a `CachedObject`.
 #[derive(Debug, Clone)]
@@ -147,7 +148,7 @@ fn parse_meta<'a>(members: &[(Cow<'_, str>, &'a RawValue)]) -> Result<(Meta, Nam
         match &**name {
             "name" => names.name = borrowed_string(text)?,
             "namespace" => names.namespace = borrowed_string(text)?,
-            "uid" => meta.uid = string(text)?,
+            "uid" => meta.uid = Uid::new(&borrowed_string(text)?),
             "resourceVersion" => meta.resource_version = string(text)?,
             "generation" => meta.generation = serde_json::from_str(text)?,
             "labels" => {

@@ -65,7 +65,7 @@ impl InformerWriter {
     /// Whether a listed or applied object belongs in this cache.
     fn keeps(&mut self, object: &CachedObject) -> bool {
         let Some(filter) = &mut self.shard_filter else { return true };
-        match filter.keeps(&object.meta.uid, object.namespace()) {
+        match filter.keeps(&object.meta.uid.as_str(), object.namespace()) {
             Kept::Yes => true,
             Kept::OutsideOwned => false,
             Kept::NotFilteredByServer => {
@@ -87,7 +87,7 @@ impl InformerWriter {
         let dropped = self
             .informer
             .store_mut()
-            .retain(|object| filter.owns(&object.meta.uid, object.namespace()), Instant::now());
+            .retain(|object| filter.owns(&object.meta.uid.as_str(), object.namespace()), Instant::now());
         for last in &dropped {
             self.deliver(Change::Deleted { last });
         }
