@@ -401,7 +401,7 @@ async fn run(fault: Fault) {
     let b_del = informer.get_deleted(&format!("{ns}/b-del")).unwrap();
     // A relist removes what it no longer finds and keeps the state it had as the tombstone;
     // a watch's delete event would carry the deletion's own resourceVersion.
-    let swept = *b_del.meta.resource_version == *initial["b-del"];
+    let swept = b_del.meta.resource_version.to_string() == initial["b-del"];
     if fault == Fault::EtcdCompaction {
         assert!(lists >= 2, "the compaction must force a relist; lists done: {lists}");
         assert!(

@@ -15,6 +15,7 @@
 //! the resumed watch complete: every object of the new share is in the
 //! cache as of that version, and the watch sends every change after it.
 
+use std::fmt::Write as _;
 use std::future::pending;
 use std::time::Duration;
 
@@ -394,7 +395,9 @@ impl ListWatch {
                 WatchEvent::Error(status) => return Stop::Failed(kube::Error::Api(status)),
             };
             let Some(object) = self.writer.shape(object.get()) else { continue };
-            at.replace_range(.., &object.meta.resource_version);
+            at.clear();
+            // Writing to a String cannot fail.
+            let _ = write!(at, "{}", object.meta.resource_version);
             if deleted { self.writer.on_deleted(object) } else { self.writer.on_applied(object) }
         }
     }

@@ -3,6 +3,7 @@
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
+use super::resource_version::ResourceVersion;
 use super::uid::Uid;
 
 /// An object as an informer stores it. Never a `serde_json::Value` tree:
@@ -25,7 +26,7 @@ pub struct CachedObject {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Meta {
     pub uid: Uid,
-    pub resource_version: Box<str>,
+    pub resource_version: ResourceVersion,
     pub generation: Option<i64>,
     /// Sorted by key.
     pub labels: Box<[(Box<str>, Box<str>)]>,
@@ -60,7 +61,7 @@ impl Meta {
 
     /// The resourceVersion as a number, when it is one (it is on etcd-backed servers).
     pub fn numeric_resource_version(&self) -> Option<u64> {
-        self.resource_version.parse().ok()
+        self.resource_version.number()
     }
 }
 
@@ -111,7 +112,7 @@ fn meta_of(metadata: kube::api::ObjectMeta) -> Meta {
         .collect();
     Meta {
         uid: Uid::new(metadata.uid.as_deref().unwrap_or_default()),
-        resource_version: metadata.resource_version.unwrap_or_default().into(),
+        resource_version: ResourceVersion::new(metadata.resource_version.as_deref().unwrap_or_default()),
         generation: metadata.generation,
         labels: labels.into(),
         annotations_hash,

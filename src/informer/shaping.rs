@@ -21,6 +21,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::object::{CachedObject, Meta, OwnerRef};
+use super::resource_version::ResourceVersion;
 use super::spec::{IndexBy, IndexSpec};
 use super::uid::Uid;
 
@@ -149,7 +150,7 @@ fn parse_meta<'a>(members: &[(Cow<'_, str>, &'a RawValue)]) -> Result<(Meta, Nam
             "name" => names.name = borrowed_string(text)?,
             "namespace" => names.namespace = borrowed_string(text)?,
             "uid" => meta.uid = Uid::new(&borrowed_string(text)?),
-            "resourceVersion" => meta.resource_version = string(text)?,
+            "resourceVersion" => meta.resource_version = ResourceVersion::new(&borrowed_string(text)?),
             "generation" => meta.generation = serde_json::from_str(text)?,
             "labels" => {
                 let labels: Option<BTreeMap<Box<str>, Box<str>>> = serde_json::from_str(text)?;
@@ -176,11 +177,6 @@ fn parse_meta<'a>(members: &[(Cow<'_, str>, &'a RawValue)]) -> Result<(Meta, Nam
     annotations.hash(&mut hasher);
     meta.annotations_hash = hasher.finish();
     Ok((meta, names))
-}
-
-/// A JSON string member (or null, read as empty).
-fn string(text: &str) -> Result<Box<str>, serde_json::Error> {
-    Ok(borrowed_string(text)?.into())
 }
 
 /// A JSON string member (or null, read as empty), borrowed unless escaped.
