@@ -148,11 +148,15 @@ fn trigger_keys(map: &TriggerMap, primary: &SharedInformer, object: &CachedObjec
             }
         }
         TriggerMap::Index { index, value } => {
-            let uid = meta.uid.as_str();
+            // Written out only when the index is by uid: a UUID is kept as bytes.
+            let uid;
             let value = match value {
                 IndexValue::Name => object.name(),
                 IndexValue::Key => &*object.key,
-                IndexValue::Uid => &*uid,
+                IndexValue::Uid => {
+                    uid = meta.uid.as_str();
+                    &*uid
+                }
             };
             let same_namespace = primary.is_namespaced() && !object.namespace().is_empty();
             for key in primary.index_keys(index, value).unwrap_or_default() {
