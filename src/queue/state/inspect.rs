@@ -24,9 +24,9 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     /// How long held leases have run: the sum and the longest, in seconds
     /// (client-go's unfinished work and longest running processor).
     pub(crate) fn processing_ages(&self, now: Instant) -> (f64, f64) {
-        self.held_slots().into_iter().fold((0.0, 0.0), |(sum, longest), slot| match &self.entries[slot].phase {
+        self.held_slots().into_iter().fold((0.0, 0.0), |(sum, longest), slot| match self.entries[slot].phase {
             Phase::Held(held) => {
-                let age = now.saturating_duration_since(held.granted_at).as_secs_f64();
+                let age = now.saturating_duration_since(self.held_leases[held].granted_at).as_secs_f64();
                 (sum + age, f64::max(longest, age))
             }
             _ => (sum, longest),
@@ -39,7 +39,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             .iter()
             .chain(self.settling.values())
             .filter(|&&slot| match &self.entries[slot].phase {
-                Phase::Held(held) => held.pending.is_some(),
+                Phase::Held(held) => self.held_leases[*held].pending.is_some(),
                 Phase::Settling { pending, .. } => pending.is_some(),
                 _ => false,
             })
@@ -77,12 +77,15 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             // Parked keys are queued; only the owner of their slot grants them.
             Phase::Ready { since, .. } | Phase::Parked { since, .. } => KeyPhase::Queued { since: *since },
             Phase::Waiting { until, .. } => KeyPhase::Waiting { until: *until },
-            Phase::Held(held) => KeyPhase::Held {
-                holder: held.holder.clone(),
-                deadline: held.deadline,
-                granted_at: held.granted_at,
-                dirty: held.pending.as_deref().map(DirtyStatus::from),
-            },
+            &Phase::Held(held) => {
+                let held = &self.held_leases[held];
+                KeyPhase::Held {
+                    holder: held.holder.clone(),
+                    deadline: held.deadline,
+                    granted_at: held.granted_at,
+                    dirty: held.pending.as_deref().map(DirtyStatus::from),
+                }
+            }
             Phase::Settling { until, pending, .. } => {
                 KeyPhase::Settling { until: *until, dirty: pending.as_deref().map(DirtyStatus::from) }
             }
@@ -99,10 +102,11 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
 
     /// Sizes of every internal collection, to prove memory returns to zero.
     #[cfg(test)]
-    pub(crate) fn internal_sizes(&self) -> [usize; 6] {
+    pub(crate) fn internal_sizes(&self) -> [usize; 7] {
         [
             self.index.len(),
             self.entries.len(),
+            self.held_leases.len(),
             self.ready.len(),
             self.waiting.len(),
             self.leases.stored(),

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::lease_deadlines::LeaseDeadline;
-use super::{LeaseEnd, Pending, Phase, QueueState};
+use super::{HeldLease, LeaseEnd, Pending, Phase, QueueState};
 use crate::queue::error::QueueError;
 use crate::queue::lease::{FinishOutcome, Holder, LeaseRenewal, LeaseToken};
 use crate::queue::lost_leases::LostLease;
@@ -68,7 +68,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         let slot = self.held_slot(key, token).inspect_err(|_| self.observer.stale_token())?;
         let deadline = self.lease_deadline(ttl, now).max(now);
         let record = self.next_seq();
-        let Phase::Held(held) = &mut self.entries[slot].phase else { unreachable!("held_slot checked the phase") };
+        let held = self.held_lease_mut(slot);
         // An unchanged deadline (cut to the leader's term) has its record already.
         if held.deadline != deadline {
             held.deadline = deadline;
@@ -93,8 +93,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         Q: Hash + Eq + ?Sized,
     {
         let slot = self.held_slot(key, token).inspect_err(|_| self.observer.stale_token())?;
-        let Phase::Held(held) = &mut self.entries[slot].phase else { unreachable!("held_slot checked the phase") };
-        held.unsettled = true;
+        self.held_lease_mut(slot).unsettled = true;
         Ok(())
     }
 
@@ -108,9 +107,9 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         Q: Hash + Eq + ?Sized,
     {
         let Some(slot) = self.slot_of(key) else { return false };
-        match &mut self.entries[slot].phase {
+        match self.entries[slot].phase {
             Phase::Held(held) => {
-                held.unsettled = false;
+                self.held_leases[held].unsettled = false;
                 false
             }
             Phase::Settling { .. } => {
@@ -139,7 +138,9 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     /// Returns every lease of `holder` to the queue, as failures; how many.
     pub(crate) fn release_holder(&mut self, holder: &Holder, now: Instant) -> usize {
         let mut slots = self.held_slots();
-        slots.retain(|&slot| matches!(&self.entries[slot].phase, Phase::Held(held) if held.holder == *holder));
+        slots.retain(
+            |&slot| matches!(self.entries[slot].phase, Phase::Held(held) if self.held_leases[held].holder == *holder),
+        );
         for &slot in &slots {
             self.end_lease(slot, LeaseEnd::Lost(ReasonKind::LeaseReleased), now);
         }
@@ -175,9 +176,9 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let current = self
-            .slot_of(key)
-            .filter(|&slot| matches!(&self.entries[slot].phase, Phase::Held(held) if held.token == token));
+        let current = self.slot_of(key).filter(
+            |&slot| matches!(self.entries[slot].phase, Phase::Held(held) if self.held_leases[held].token == token),
+        );
         current.ok_or(QueueError::StaleToken { token })
     }
 
@@ -188,6 +189,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         let Phase::Held(held) = std::mem::replace(&mut entry.phase, Phase::Idle) else {
             unreachable!("only held keys have leases")
         };
+        let held = self.held_leases.remove(held);
         self.lease_ended();
         let entry = &mut self.entries[slot];
         let how = match end {
@@ -262,6 +264,12 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             }
         }
         self.remove_if_idle(slot);
+    }
+
+    /// The lease of the key in `slot`, which the caller checked is held.
+    fn held_lease_mut(&mut self, slot: Slot) -> &mut HeldLease {
+        let Phase::Held(held) = self.entries[slot].phase else { unreachable!("held_slot checked the phase") };
+        &mut self.held_leases[held]
     }
 
     fn remove_if_idle(&mut self, slot: Slot) {

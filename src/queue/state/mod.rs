@@ -88,7 +88,10 @@ enum Phase {
         place: ReadyPlace,
         since: Instant,
     },
-    Held(HeldLease),
+    /// Leased: its lease is `held_leases[_]`. Kept aside, not inline,
+    /// because a lease's fields are most of an entry's size while few keys
+    /// are held at once (40 bytes less per tracked key).
+    Held(HeldSlot),
     /// Its lease ended after writes the caches have not seen yet: not handed
     /// out until they have (`settled`) or `until` passes.
     Settling {
@@ -97,6 +100,9 @@ enum Phase {
         pending: Option<Box<Pending>>,
     },
 }
+
+/// Index of a held key's lease in `QueueState::held_leases`.
+type HeldSlot = usize;
 
 #[derive(Debug)]
 struct HeldLease {
@@ -162,6 +168,8 @@ pub(crate) struct QueueState<K> {
     /// times faster than SipHash on short keys like `namespace/name`.
     hasher: foldhash::fast::RandomState,
     entries: Slab<Entry<K>>,
+    /// The lease of each held key, named by its entry's `Phase::Held`.
+    held_leases: Slab<HeldLease>,
     ready: ReadyLanes,
     /// Delayed keys by ready time; the sequence number breaks ties.
     waiting: BTreeMap<(Instant, u64), Slot>,
@@ -212,6 +220,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             index: HashTable::new(),
             hasher: foldhash::fast::RandomState::default(),
             entries: Slab::new(),
+            held_leases: Slab::new(),
             ready: ReadyLanes::default(),
             waiting: BTreeMap::new(),
             leases: LeaseDeadlines::default(),
@@ -452,13 +461,13 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
                 }
                 AddOutcome::Merged
             }
-            Phase::Held(HeldLease { pending, .. }) | Phase::Settling { pending, .. } => {
+            Phase::Held(lease) => {
                 let add = Pending { priority, reasons, ready_at, enqueued_at: now };
-                if pending.is_none() {
-                    self.observer.added();
-                }
-                Pending::merge_into(pending, add);
-                AddOutcome::MarkedDirty
+                mark_dirty(&*self.observer, &mut self.held_leases[*lease].pending, add)
+            }
+            Phase::Settling { pending, .. } => {
+                let add = Pending { priority, reasons, ready_at, enqueued_at: now };
+                mark_dirty(&*self.observer, pending, add)
             }
         }
     }
@@ -479,13 +488,13 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
 
     /// The slots of the held keys, earliest deadline first.
     fn held_slots(&self) -> Vec<Slot> {
-        self.leases.current_slots(|lease| lease_is_current(&self.entries, lease))
+        self.leases.current_slots(|lease| lease_is_current(&self.entries, &self.held_leases, lease))
     }
 
     /// Tells the deadline heap that a lease it recorded is no longer current.
     fn lease_ended(&mut self) {
-        let entries = &self.entries;
-        self.leases.ended(|lease| lease_is_current(entries, lease));
+        let (entries, held_leases) = (&self.entries, &self.held_leases);
+        self.leases.ended(|lease| lease_is_current(entries, held_leases, lease));
     }
 
     fn next_seq(&mut self) -> u64 {
@@ -546,7 +555,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         let entry = &mut self.entries[slot];
         let enqueued_at = entry.enqueued_at.unwrap_or(popped.ready_since);
         self.observer.granted(now.saturating_duration_since(enqueued_at));
-        entry.phase = Phase::Held(HeldLease {
+        entry.phase = Phase::Held(self.held_leases.insert(HeldLease {
             token,
             holder: holder.clone(),
             deadline,
@@ -554,7 +563,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             granted_at: now,
             pending: None,
             unsettled: false,
-        });
+        }));
         Some(Lease {
             key: entry.key.clone(),
             token,
@@ -683,10 +692,36 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     }
 }
 
+/// Merges an add into what a held or settling key has pending; the key
+/// counts as added only the first time.
+fn mark_dirty(observer: &dyn QueueObserver, pending: &mut Option<Box<Pending>>, add: Pending) -> AddOutcome {
+    if pending.is_none() {
+        observer.added();
+    }
+    Pending::merge_into(pending, add);
+    AddOutcome::MarkedDirty
+}
+
 /// Whether a recorded lease deadline is still that of a held key.
-fn lease_is_current<K>(entries: &Slab<Entry<K>>, lease: &LeaseDeadline) -> bool {
-    matches!(
-        entries.get(lease.slot).map(|entry| &entry.phase),
-        Some(Phase::Held(held)) if held.token == lease.token && held.deadline_record == lease.record
-    )
+fn lease_is_current<K>(entries: &Slab<Entry<K>>, held_leases: &Slab<HeldLease>, lease: &LeaseDeadline) -> bool {
+    match entries.get(lease.slot).map(|entry| &entry.phase) {
+        Some(&Phase::Held(held)) => {
+            let held = &held_leases[held];
+            held.token == lease.token && held.deadline_record == lease.record
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every tracked key costs one entry, held or not: a lease's fields
+    /// inline would take it back to 184 bytes.
+    #[test]
+    fn an_entry_should_not_carry_a_lease_inline() {
+        assert_eq!(std::mem::size_of::<Phase>(), 40);
+        assert!(std::mem::size_of::<Entry<Arc<str>>>() <= 144, "{} bytes", std::mem::size_of::<Entry<Arc<str>>>());
+    }
 }
