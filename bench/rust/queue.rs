@@ -2,8 +2,9 @@
 //!
 //! `cargo bench --bench queue` runs them all; figures go to docs/benchmarks.md.
 //! (d) prints add-to-get wake latency percentiles, which Criterion does not
-//! report, after the Criterion groups; with `WQS_BENCH_MACHINE=1` also as a
-//! machine-readable `wqs-bench` line (for bench/queue).
+//! report, after the Criterion groups, for an Add from a task on the runtime
+//! and from a thread outside it; with `WQS_BENCH_MACHINE=1` also as
+//! machine-readable `wqs-bench` lines (for bench/queue).
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -156,9 +157,19 @@ fn fresh_key_behind_backlog(c: &mut Criterion) {
     group.finish();
 }
 
-/// (d) Wake latency: a worker waits in Get on another thread; the time from
-/// just before Add until the worker has the lease. Prints p50/p99/p999.
-fn wake_latency(samples: usize) {
+/// Where (d)'s Add runs: where the sidecar's adds run (a task on the
+/// runtime: a gRPC handler, an informer, the timer task), as Go's benchmark
+/// adds from a goroutine; or on a thread outside the runtime, which must wake
+/// a worker thread through the kernel.
+#[derive(Clone, Copy)]
+enum AddFrom {
+    Task,
+    OutsideRuntime,
+}
+
+/// (d) Wake latency: a worker waits in Get; the time from just before Add
+/// until the worker has the lease. Percentiles p50/p99/p999.
+fn wake_latency(samples: usize, from: AddFrom) -> [Duration; 4] {
     let rt = multi_thread();
     let samples: Vec<Duration> = rt.block_on(async {
         let q: WorkQueue<u64> = WorkQueue::new("latency", QueueSettings::default()).unwrap();
@@ -178,41 +189,51 @@ fn wake_latency(samples: usize) {
                 }
             })
         };
-        // Give the worker time to park in Get before each add.
-        let mut latencies = Vec::with_capacity(samples);
-        for i in 0..samples as u64 {
-            tokio::time::sleep(Duration::from_micros(50)).await;
-            let added = origin.elapsed();
-            q.add(i, 0, reason()).unwrap();
-            let got = rx.recv().await.unwrap();
-            latencies.push(got.saturating_sub(added));
-        }
+        let producer = {
+            let q = q.clone();
+            async move {
+                // Give the worker time to park in Get before each add.
+                let mut latencies = Vec::with_capacity(samples);
+                for i in 0..samples as u64 {
+                    tokio::time::sleep(Duration::from_micros(50)).await;
+                    let added = origin.elapsed();
+                    q.add(i, 0, reason()).unwrap();
+                    let got = rx.recv().await.unwrap();
+                    latencies.push(got.saturating_sub(added));
+                }
+                latencies
+            }
+        };
+        let latencies = match from {
+            AddFrom::Task => tokio::spawn(producer).await.unwrap(),
+            // block_on runs its future on this thread, outside the workers.
+            AddFrom::OutsideRuntime => producer.await,
+        };
         q.shut_down();
-        drop(rx);
         let _ = worker.await;
         latencies
     });
     let mut sorted = samples;
     sorted.sort();
     let pct = |p: f64| sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)];
-    println!(
-        "d_wake_latency: samples={} p50={:?} p99={:?} p999={:?} max={:?}",
-        sorted.len(),
-        pct(0.50),
-        pct(0.99),
-        pct(0.999),
-        sorted[sorted.len() - 1]
-    );
-    // bench/queue reads this line (Criterion's groups it reads from
-    // the estimates Criterion writes under $CRITERION_HOME).
-    if std::env::var_os("WQS_BENCH_MACHINE").is_some() {
-        println!(
-            "wqs-bench d_wake_latency samples={} p50_ns={} p99_ns={} p999_ns={}",
-            sorted.len(),
-            pct(0.50).as_nanos(),
-            pct(0.99).as_nanos(),
-            pct(0.999).as_nanos()
-        );
+    [pct(0.50), pct(0.99), pct(0.999), sorted[sorted.len() - 1]]
+}
+
+/// Prints (d) for both places an Add can come from, after the Criterion
+/// groups (Criterion does not report percentiles); with `WQS_BENCH_MACHINE=1`
+/// also as machine-readable `wqs-bench` lines, which bench/queue reads.
+fn report_wake_latency(samples: usize) {
+    for (from, name) in [(AddFrom::Task, "task"), (AddFrom::OutsideRuntime, "outside_runtime")] {
+        let [p50, p99, p999, max] = wake_latency(samples, from);
+        println!("d_wake_latency from={name}: samples={samples} p50={p50:?} p99={p99:?} p999={p999:?} max={max:?}");
+        if std::env::var_os("WQS_BENCH_MACHINE").is_some() {
+            println!(
+                "wqs-bench d_wake_latency from={name} samples={samples} p50_ns={} p99_ns={} p999_ns={}",
+                p50.as_nanos(),
+                p99.as_nanos(),
+                p999.as_nanos()
+            );
+        }
     }
 }
 
@@ -226,6 +247,6 @@ fn main() {
     // `cargo bench` passes --bench; `cargo test --benches` only checks that it runs.
     let measuring = std::env::args().any(|a| a == "--bench");
     if std::env::args().all(|a| a != "--list") {
-        wake_latency(if measuring { 20_000 } else { 100 });
+        report_wake_latency(if measuring { 20_000 } else { 100 });
     }
 }
