@@ -3,6 +3,7 @@
 //! - [`spec`]: what an informer watches and how a queue listens (from the config).
 //! - [`object`]: a cached object, raw JSON bytes plus parsed metadata.
 //! - [`shaping`]: an object's JSON text as sent turned into a cached object, only its metadata parsed.
+//! - [`protobuf`]: built-in kinds read as protobuf and written as the JSON client-go would write.
 //! - [`store`], [`tombstone`]: objects by key with indexes; deleted objects' last state.
 //! - [`selector`], [`field_selector`]: label selectors (config and reads) and field selectors (config), parsed.
 //! - [`change`]: what an informer saw happen to one object, and counts by kind.
@@ -22,6 +23,7 @@ mod field_selector;
 mod keying;
 mod list_watch;
 mod object;
+mod protobuf;
 mod registry;
 mod resource_version;
 mod selector;

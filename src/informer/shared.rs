@@ -52,6 +52,8 @@ pub(super) struct Counters {
     pub changes: ChangeCounts,
     /// Keys a queue refused (it was shutting down).
     pub refused: AtomicU64,
+    /// Objects read as protobuf (the rest came as JSON).
+    pub protobuf: AtomicU64,
 }
 
 impl SharedInformer {
@@ -183,6 +185,17 @@ impl SharedInformer {
     /// Objects received in lists so far (before a sharded informer's filter).
     pub fn objects_listed(&self) -> u64 {
         self.counters.listed.load(Ordering::Relaxed)
+    }
+
+    /// Objects read as protobuf so far, in lists and watch events: a
+    /// built-in kind's, until protobuf this sidecar could not read in full
+    /// sent the informer back to JSON.
+    pub fn objects_read_as_protobuf(&self) -> u64 {
+        self.counters.protobuf.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn count_protobuf(&self, objects: usize) {
+        self.counters.protobuf.fetch_add(objects as u64, Ordering::Relaxed);
     }
 
     pub(super) fn count_listed(&self, objects: usize) {

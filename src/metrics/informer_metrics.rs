@@ -77,6 +77,18 @@ impl Collector for InformerCollector {
             let labels = InformerLabel { informer: informer.name().to_string() };
             ConstCounter::new(informer.objects_listed()).encode(listed.encode_family(&labels)?)?;
         }
+        let mut protobuf = encoder.encode_descriptor(
+            "workqueue_sidecar_informer_protobuf_objects",
+            "Objects an informer read as protobuf, in lists and watch events (built-in kinds); its other \
+             objects came as JSON. It stops growing when protobuf the sidecar cannot read in full (a field \
+             newer than its table) sends the informer back to JSON",
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for informer in &self.informers {
+            let labels = InformerLabel { informer: informer.name().to_string() };
+            ConstCounter::new(informer.objects_read_as_protobuf()).encode(protobuf.encode_family(&labels)?)?;
+        }
         let mut refused = encoder.encode_descriptor(
             "workqueue_sidecar_informer_keys_refused",
             "Keys an informer's changes mapped to that a queue refused because it was shutting down \

@@ -1,0 +1,124 @@
+//! Built-in kinds read as protobuf, as client-go reads them: the API server encodes protobuf faster and smaller than JSON, and each object is written here as the JSON client-go would write of it, so the cache and every reader see JSON as before.
+//!
+//! - [`schema`], [`generated`]: how each kind's messages map to JSON, read by
+//!   `hack/gen-proto-schema` from the Go types' struct tags.
+//! - [`wire`]: the protobuf wire format, read without copying.
+//! - [`envelope`]: the `k8s\0` prefix, `runtime.Unknown`, lists and watch events.
+//! - [`to_json`], [`time_text`]: one message written as JSON.
+
+mod envelope;
+mod error;
+#[rustfmt::skip]
+mod generated;
+mod schema;
+mod time_text;
+mod to_json;
+mod wire;
+
+pub use envelope::{ListPage, WatchEvent};
+pub use error::ProtobufError;
+
+use schema::Message;
+
+/// The protobuf of one built-in kind, written as JSON.
+#[derive(Debug, Clone, Copy)]
+pub struct ProtobufKind {
+    message: &'static Message,
+}
+
+impl ProtobufKind {
+    /// The built-in kind `kind` of `api_version` (`apps/v1`), if the API
+    /// server serves it as protobuf; `None` for custom resources and kinds
+    /// newer than the table.
+    pub fn of(api_version: &str, kind: &str) -> Option<Self> {
+        let found = generated::KINDS.binary_search_by(|(v, k, _)| (*v, *k).cmp(&(api_version, kind))).ok()?;
+        Some(ProtobufKind { message: &generated::MESSAGES[usize::from(generated::KINDS[found].2)] })
+    }
+
+    /// `metav1.Status`, what a watch's ERROR event carries.
+    pub fn status() -> Self {
+        ProtobufKind { message: &generated::MESSAGES[usize::from(generated::STATUS)] }
+    }
+
+    /// The JSON of an object of this kind from its message (without
+    /// `apiVersion` and `kind`, which protobuf leaves to the envelope).
+    pub fn to_json(self, message: &[u8]) -> Result<String, ProtobufError> {
+        let mut out = Vec::with_capacity(message.len() + message.len() / 2);
+        to_json::write_message(&mut out, message, self.message)?;
+        // Every string went through from_utf8_lossy and raw JSON through serde_json.
+        String::from_utf8(out).map_err(|_| ProtobufError::NotUtf8)
+    }
+}
+
+#[cfg(test)]
+mod conformance_tests;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kinds_should_be_sorted_for_the_search_and_name_their_messages() {
+        assert!(generated::KINDS.windows(2).all(|pair| (pair[0].0, pair[0].1) < (pair[1].0, pair[1].1)));
+        for (api_version, kind, _) in generated::KINDS {
+            let found = ProtobufKind::of(api_version, kind).unwrap();
+            assert!(found.message.name.ends_with(&format!(".{kind}")), "{api_version} {kind}: {}", found.message.name);
+        }
+        assert!(ProtobufKind::of("v1", "ConfigMap").is_some());
+        assert!(ProtobufKind::of("example.com/v1", "User").is_none());
+        assert!(ProtobufKind::status().message.name.ends_with(".Status"));
+    }
+
+    #[test]
+    fn a_field_the_table_does_not_know_should_be_an_error_not_lost() {
+        // ObjectMeta with its name (1) and a field 99 no Kubernetes has yet.
+        let meta = [&[0x0a, 1, b'n'][..], &[0x9a, 0x06, 1, b'x']].concat();
+        let message = [&[0x0a, meta.len() as u8][..], &meta].concat();
+        let read = ProtobufKind::of("v1", "ConfigMap").unwrap().to_json(&message);
+        assert!(
+            matches!(read, Err(ProtobufError::UnknownField { message, number: 99 }) if message.ends_with(".ObjectMeta")),
+            "{read:?}"
+        );
+    }
+
+    /// A ConfigMap as the API server encodes it (by hand: field numbers
+    /// from k8s.io/api/core/v1/generated.proto).
+    #[test]
+    fn a_config_map_should_be_written_as_client_go_writes_it() {
+        fn field(number: u8, bytes: &[u8]) -> Vec<u8> {
+            let mut out = vec![number << 3 | 2, u8::try_from(bytes.len()).unwrap()];
+            out.extend_from_slice(bytes);
+            out
+        }
+        let time = [8u8, 0x80, 0xe6, 0x9b, 0xc9, 0x06]; // seconds: 1764160256
+        let meta = [
+            field(1, b"settings"),
+            field(3, b"apps"),
+            field(6, b"7"),
+            field(8, &time),
+            field(11, &[field(1, b"b"), field(2, b"2")].concat()),
+            field(11, &[field(1, b"a"), field(2, b"1")].concat()),
+        ]
+        .concat();
+        let message = [
+            field(1, &meta),
+            field(2, &[field(1, b"x"), field(2, b"<&>")].concat()),
+            field(3, &[field(1, b"bin"), field(2, &[0, 1, 2])].concat()),
+        ]
+        .concat();
+        let json = ProtobufKind::of("v1", "ConfigMap").unwrap().to_json(&message).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "metadata": {
+                    "name": "settings", "namespace": "apps", "resourceVersion": "7",
+                    "creationTimestamp": "2025-11-26T12:30:56Z",
+                    "labels": { "a": "1", "b": "2" }
+                },
+                "data": { "x": "<&>" },
+                "binaryData": { "bin": "AAEC" }
+            })
+        );
+    }
+}
