@@ -93,6 +93,16 @@ impl Answer {
     async fn next_chunk(&mut self) -> Result<Option<Bytes>, kube::Error> {
         self.chunks.next().await.transpose()
     }
+
+    /// Drops the first `read` decoded bytes (already handed out), then
+    /// decodes the next chunk after the rest; false once the body has ended.
+    async fn read_more(&mut self, read: usize) -> Result<bool, kube::Error> {
+        self.decoded.bytes().drain(..read);
+        match self.next_chunk().await? {
+            Some(chunk) => self.decoded.push(&chunk).map(|()| true),
+            None => Ok(false),
+        }
+    }
 }
 
 /// The bytes decoded so far, and how to decode the next.
@@ -152,15 +162,8 @@ impl Lines {
                 return (!rest.is_empty()).then(|| Ok(&self.answer.decoded.bytes()[rest]));
             }
             // Only part of a line is left: keep it, drop what was read.
-            decoded.drain(..self.start);
-            self.start = 0;
-            match self.answer.next_chunk().await {
-                Ok(Some(chunk)) => {
-                    if let Err(err) = self.answer.decoded.push(&chunk) {
-                        return Some(Err(err));
-                    }
-                }
-                Ok(None) => self.ended = true,
+            match self.answer.read_more(std::mem::take(&mut self.start)).await {
+                Ok(more) => self.ended = !more,
                 Err(err) => return Some(Err(err)),
             }
         }
@@ -196,16 +199,10 @@ impl Frames {
                 }
             }
             // Only part of a frame is left: keep it, drop what was read.
-            decoded.drain(..self.start);
-            self.start = 0;
-            match self.answer.next_chunk().await {
-                Ok(Some(chunk)) => {
-                    if let Err(err) = self.answer.decoded.push(&chunk) {
-                        return Some(Err(err));
-                    }
-                }
-                Ok(None) if self.answer.decoded.bytes().is_empty() => return None,
-                Ok(None) => {
+            match self.answer.read_more(std::mem::take(&mut self.start)).await {
+                Ok(true) => {}
+                Ok(false) if self.answer.decoded.bytes().is_empty() => return None,
+                Ok(false) => {
                     let cut = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the watch ended inside a frame");
                     return Some(Err(kube::Error::ReadEvents(cut)));
                 }
