@@ -294,7 +294,8 @@ impl ListWatch {
                 None => {
                     let page: ListPage =
                         serde_json::from_slice(&text).map_err(|err| Stop::Failed(kube::Error::SerdeError(err)))?;
-                    let items = page.items.unwrap_or_default().into_iter().map(|item| Cow::Borrowed(item.get()));
+                    let items =
+                        page.items.unwrap_or_default().into_iter().map(|item| Cow::Borrowed(item.get().as_bytes()));
                     self.take_listed(items.collect());
                     let meta = page.metadata;
                     (meta.continue_.unwrap_or_default(), meta.resource_version.unwrap_or_default())
@@ -313,7 +314,7 @@ impl ListWatch {
     }
 
     /// Puts one page's objects, each as JSON, into the cache.
-    fn take_listed(&mut self, items: Vec<Cow<'_, str>>) {
+    fn take_listed(&mut self, items: Vec<Cow<'_, [u8]>>) {
         let informer = self.writer.informer();
         informer.on_watch_progress();
         self.backoff.reset();
@@ -480,8 +481,8 @@ async fn tick(resync: &mut Option<tokio::time::Interval>) {
 /// One watch event, its object as JSON text.
 enum Event<'a> {
     /// Added or modified.
-    Applied(Cow<'a, str>),
-    Deleted(Cow<'a, str>),
+    Applied(Cow<'a, [u8]>),
+    Deleted(Cow<'a, [u8]>),
     Bookmark {
         resource_version: String,
         /// The bookmark that ends a streaming list's objects.
@@ -534,7 +535,7 @@ fn json_event(line: &[u8]) -> Result<Option<Event<'_>>, kube::Error> {
         return Ok(None);
     }
     let read = serde_json::from_slice::<JsonEvent>(line)
-        .and_then(|event| event_of(&event.kind, Cow::Borrowed(event.object.get())));
+        .and_then(|event| event_of(&event.kind, Cow::Borrowed(event.object.get().as_bytes())));
     read.map(Some).map_err(|err| match serde_json::from_slice::<Status>(line) {
         Ok(status) => kube::Error::Api(status.boxed()),
         Err(_) => kube::Error::SerdeError(err),
@@ -575,18 +576,18 @@ struct BookmarkMeta {
 }
 
 /// The event of type `type_` whose object is the JSON `object`.
-fn event_of<'a>(type_: &str, object: Cow<'a, str>) -> Result<Event<'a>, serde_json::Error> {
+fn event_of<'a>(type_: &str, object: Cow<'a, [u8]>) -> Result<Event<'a>, serde_json::Error> {
     Ok(match type_ {
         "ADDED" | "MODIFIED" => Event::Applied(object),
         "DELETED" => Event::Deleted(object),
         "BOOKMARK" => {
             let BookmarkMeta { resource_version, annotations } =
-                serde_json::from_str::<BookmarkObject>(&object)?.metadata;
+                serde_json::from_slice::<BookmarkObject>(&object)?.metadata;
             let initial_events_end =
                 annotations.is_some_and(|annotations| annotations.contains_key(INITIAL_EVENTS_END));
             Event::Bookmark { resource_version, initial_events_end }
         }
-        "ERROR" => Event::Error(Box::new(serde_json::from_str(&object)?)),
+        "ERROR" => Event::Error(Box::new(serde_json::from_slice(&object)?)),
         other => return Err(serde::de::Error::custom(format!("a watch event of unknown type {other:?}"))),
     })
 }

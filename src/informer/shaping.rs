@@ -53,8 +53,8 @@ impl Shaping {
 
     /// Parses the metadata of the object `json`, strips and indexes it, and
     /// writes the JSON to store.
-    pub fn shape(&self, json: &str) -> Result<CachedObject, serde_json::Error> {
-        let Members(members) = serde_json::from_str(json)?;
+    pub fn shape(&self, json: &[u8]) -> Result<CachedObject, serde_json::Error> {
+        let Members(members) = serde_json::from_slice(json)?;
         let mut api_version = None;
         let mut kind = None;
         let mut metadata = None;
@@ -349,7 +349,7 @@ mod tests {
     }
 
     fn shape(shaping: &Shaping, object: &Value) -> CachedObject {
-        shaping.shape(&object.to_string()).unwrap()
+        shaping.shape(object.to_string().as_bytes()).unwrap()
     }
 
     #[test]
@@ -407,7 +407,7 @@ mod tests {
     fn escaped_names_and_values_should_be_read_and_written_back_intact() {
         let text =
             r#"{"metadata":{"name":"a\"b","namespace":"n\u00e9","labels":{"k\\":"v\n"}},"data":{"x\"y":"\u0000"}}"#;
-        let object = shaping(vec![]).shape(text).unwrap();
+        let object = shaping(vec![]).shape(text.as_bytes()).unwrap();
         assert_eq!(&*object.key, "n\u{e9}/a\"b");
         assert_eq!(object.meta.label("k\\"), Some("v\n"));
         let json: Value = serde_json::from_slice(&object.json).unwrap();
@@ -418,9 +418,9 @@ mod tests {
     #[test]
     fn what_is_not_an_object_should_be_refused() {
         for text in ["[]", "\"pod\"", r#"{"metadata":[]}"#, r#"{"metadata":{"name":1}}"#, "{"] {
-            assert!(shaping(vec![]).shape(text).is_err(), "{text}");
+            assert!(shaping(vec![]).shape(text.as_bytes()).is_err(), "{text}");
         }
-        let bare = shaping(vec![]).shape("{}").unwrap();
+        let bare = shaping(vec![]).shape(b"{}").unwrap();
         assert_eq!(std::str::from_utf8(&bare.json).unwrap(), r#"{"apiVersion":"v1","kind":"Pod","metadata":{}}"#);
     }
 

@@ -181,7 +181,7 @@ impl InformerWriter {
 
     /// The object `json` as this informer stores it; `None` (counted as
     /// dropped) when it is not a Kubernetes object's JSON.
-    pub fn shape(&self, json: &str) -> Option<CachedObject> {
+    pub fn shape(&self, json: &[u8]) -> Option<CachedObject> {
         match self.shaping.shape(json) {
             Ok(object) => Some(object),
             Err(err) => {
@@ -247,7 +247,7 @@ mod tests {
     fn config_map(name: &str, resource_version: &str) -> CachedObject {
         let json =
             serde_json::json!({ "metadata": { "name": name, "namespace": "ns", "resourceVersion": resource_version } });
-        writer().shape(&json.to_string()).expect("a ConfigMap's JSON")
+        writer().shape(json.to_string().as_bytes()).expect("a ConfigMap's JSON")
     }
 
     #[tokio::test]

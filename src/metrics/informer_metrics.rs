@@ -144,7 +144,7 @@ mod tests {
         for version in ["1", "2", "3"] {
             let json =
                 serde_json::json!({ "metadata": { "name": "a", "namespace": "ns", "resourceVersion": version } });
-            let object = writer.shape(&json.to_string()).unwrap();
+            let object = writer.shape(json.to_string().as_bytes()).unwrap();
             writer.on_applied(object);
         }
         let mut registry = Registry::default();

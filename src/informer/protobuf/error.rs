@@ -21,6 +21,4 @@ pub enum ProtobufError {
     /// Kubernetes): read as protobuf, it would be lost.
     #[error("field {number} of {message} is not in this sidecar's table (a newer API server?)")]
     UnknownField { message: &'static str, number: u32 },
-    #[error("the JSON written is not UTF-8")]
-    NotUtf8,
 }

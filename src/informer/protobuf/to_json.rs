@@ -262,8 +262,19 @@ fn write_value(out: &mut Vec<u8>, value: &Value, sent: Option<WireValue<'_>>) ->
 
 /// A JSON string of `bytes`, read as UTF-8 (invalid sequences replaced, as encoding/json does).
 fn write_string(out: &mut Vec<u8>, bytes: &[u8]) {
-    let text = String::from_utf8_lossy(bytes);
-    serde_json::to_writer(&mut *out, &*text).expect("writing to a Vec cannot fail");
+    // The common case first: valid UTF-8 (std's check is word-at-a-time,
+    // from_utf8_lossy's is not) with nothing to escape, copied whole.
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        let text = String::from_utf8_lossy(bytes);
+        return serde_json::to_writer(&mut *out, &*text).expect("writing to a Vec cannot fail");
+    };
+    if bytes.iter().any(|&byte| byte < 0x20 || byte == b'"' || byte == b'\\') {
+        return serde_json::to_writer(&mut *out, text).expect("writing to a Vec cannot fail");
+    }
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    out.extend_from_slice(bytes);
+    out.push(b'"');
 }
 
 fn write_special(out: &mut Vec<u8>, special: Special, bytes: &[u8]) -> Result<(), ProtobufError> {
@@ -342,4 +353,23 @@ fn write_special(out: &mut Vec<u8>, special: Special, bytes: &[u8]) -> Result<()
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn string(bytes: &[u8]) -> String {
+        let mut out = Vec::new();
+        write_string(&mut out, bytes);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn strings_should_be_escaped_where_json_needs_it_and_invalid_utf8_replaced() {
+        assert_eq!(string(b"plain <&> \xc3\xa9"), "\"plain <&> \u{e9}\"");
+        assert_eq!(string(b"a\"b\\c\nd\x01"), r#""a\"b\\c\nd\u0001""#);
+        assert_eq!(string(b"bad \xff byte"), "\"bad \u{fffd} byte\"");
+        assert_eq!(string(b""), "\"\"");
+    }
 }
