@@ -38,6 +38,7 @@ use tracing::{debug, info, warn};
 
 use super::api_answer::{self, Answer, Frames, Lines};
 use super::backoff::WatchBackoff;
+use super::object::CachedObject;
 use super::protobuf::{self, ProtobufError, ProtobufKind};
 use super::shard_watch::{ShardFilter, shard_selector};
 use super::shared::SharedInformer;
@@ -286,17 +287,14 @@ impl ListWatch {
                 Some(kind) => {
                     let page = protobuf::ListPage::read(&text).map_err(Stop::Protobuf)?;
                     informer.count_protobuf(page.items.len());
-                    let items =
-                        page.items.iter().map(|item| kind.to_json(item).map(Cow::Owned).map_err(Stop::Protobuf));
-                    self.take_listed(items.collect::<Result<Vec<_>, _>>()?);
+                    self.take_listed(page.items.iter().map(|item| Sent::Protobuf(item, kind)).collect())?;
                     (page.continue_token, page.resource_version)
                 }
                 None => {
                     let page: ListPage =
                         serde_json::from_slice(&text).map_err(|err| Stop::Failed(kube::Error::SerdeError(err)))?;
-                    let items =
-                        page.items.unwrap_or_default().into_iter().map(|item| Cow::Borrowed(item.get().as_bytes()));
-                    self.take_listed(items.collect());
+                    let items = page.items.unwrap_or_default();
+                    self.take_listed(items.iter().map(|item| Sent::Json(item.get().as_bytes())).collect())?;
                     let meta = page.metadata;
                     (meta.continue_.unwrap_or_default(), meta.resource_version.unwrap_or_default())
                 }
@@ -313,16 +311,25 @@ impl ListWatch {
         }
     }
 
-    /// Puts one page's objects, each as JSON, into the cache.
-    fn take_listed(&mut self, items: Vec<Cow<'_, [u8]>>) {
+    /// Puts one page's objects into the cache.
+    fn take_listed(&mut self, items: Vec<Sent<'_>>) -> Result<(), Stop> {
         let informer = self.writer.informer();
         informer.on_watch_progress();
         self.backoff.reset();
         informer.count_listed(items.len());
         for item in items {
-            if let Some(object) = self.writer.shape(&item) {
+            if let Some(object) = self.shape(item)? {
                 self.writer.on_listed(object);
             }
+        }
+        Ok(())
+    }
+
+    /// An object as the informer stores it; `None` when it cannot be (counted as dropped).
+    fn shape(&self, sent: Sent<'_>) -> Result<Option<CachedObject>, Stop> {
+        match sent {
+            Sent::Json(text) => Ok(self.writer.shape(text)),
+            Sent::Protobuf(message, kind) => self.writer.shape_protobuf(kind, message).map_err(Stop::Protobuf),
         }
     }
 
@@ -368,7 +375,7 @@ impl ListWatch {
             match event {
                 Event::Applied(object) => {
                     informer.count_listed(1);
-                    if let Some(object) = self.writer.shape(&object) {
+                    if let Some(object) = self.shape(object)? {
                         self.writer.on_listed(object);
                     }
                 }
@@ -440,7 +447,11 @@ impl ListWatch {
                 Event::Error(status) if status.code == 410 => return Stop::Expired,
                 Event::Error(status) => return Stop::Failed(kube::Error::Api(status)),
             };
-            let Some(object) = self.writer.shape(&object) else { continue };
+            let object = match self.shape(object) {
+                Ok(Some(object)) => object,
+                Ok(None) => continue,
+                Err(stop) => return stop,
+            };
             at.clear();
             // Writing to a String cannot fail.
             let _ = write!(at, "{}", object.meta.resource_version);
@@ -478,11 +489,29 @@ async fn tick(resync: &mut Option<tokio::time::Interval>) {
     }
 }
 
-/// One watch event, its object as JSON text.
+/// An object as the API server sent it.
+#[derive(Clone, Copy)]
+enum Sent<'a> {
+    Json(&'a [u8]),
+    /// A built-in kind's message.
+    Protobuf(&'a [u8], ProtobufKind),
+}
+
+impl Sent<'_> {
+    /// The object as JSON (written from protobuf, for a bookmark or an error).
+    fn json(&self) -> Result<Cow<'_, [u8]>, Stop> {
+        match self {
+            Sent::Json(text) => Ok(Cow::Borrowed(text)),
+            Sent::Protobuf(message, kind) => kind.to_json(message).map(Cow::Owned).map_err(Stop::Protobuf),
+        }
+    }
+}
+
+/// One watch event.
 enum Event<'a> {
     /// Added or modified.
-    Applied(Cow<'a, [u8]>),
-    Deleted(Cow<'a, [u8]>),
+    Applied(Sent<'a>),
+    Deleted(Sent<'a>),
     Bookmark {
         resource_version: String,
         /// The bookmark that ends a streaming list's objects.
@@ -511,10 +540,10 @@ impl Events {
     /// answer has ended.
     async fn next(&mut self) -> Option<Result<Option<Event<'_>>, Stop>> {
         match self {
-            Events::Json(lines) => {
-                let line = lines.next().await?;
-                Some(line.and_then(json_event).map_err(Stop::Failed))
-            }
+            Events::Json(lines) => match lines.next().await? {
+                Ok(line) => Some(json_event(line)),
+                Err(err) => Some(Err(Stop::Failed(err))),
+            },
             Events::Protobuf(frames, kind, informer) => {
                 let kind = *kind;
                 let frame = match frames.next().await? {
@@ -530,25 +559,24 @@ impl Events {
 
 /// One line of a JSON watch: its event; `None` for a blank line. A line
 /// that is not an event but a `Status` is the error it carries.
-fn json_event(line: &[u8]) -> Result<Option<Event<'_>>, kube::Error> {
+fn json_event(line: &[u8]) -> Result<Option<Event<'_>>, Stop> {
     if line.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
-    let read = serde_json::from_slice::<JsonEvent>(line)
-        .and_then(|event| event_of(&event.kind, Cow::Borrowed(event.object.get().as_bytes())));
-    read.map(Some).map_err(|err| match serde_json::from_slice::<Status>(line) {
-        Ok(status) => kube::Error::Api(status.boxed()),
-        Err(_) => kube::Error::SerdeError(err),
-    })
+    let not_an_event = |err: serde_json::Error| match serde_json::from_slice::<Status>(line) {
+        Ok(status) => Stop::Failed(kube::Error::Api(status.boxed())),
+        Err(_) => Stop::Failed(kube::Error::SerdeError(err)),
+    };
+    let event = serde_json::from_slice::<JsonEvent>(line).map_err(not_an_event)?;
+    event_of(&event.kind, Sent::Json(event.object.get().as_bytes())).map(Some)
 }
 
-/// One frame of a protobuf watch: its event, the object written as JSON.
-fn protobuf_event(frame: &[u8], kind: ProtobufKind) -> Result<Event<'static>, Stop> {
+/// One frame of a protobuf watch: its event.
+fn protobuf_event(frame: &[u8], kind: ProtobufKind) -> Result<Event<'_>, Stop> {
     let event = protobuf::WatchEvent::read(frame).map_err(Stop::Protobuf)?;
     let type_ = String::from_utf8_lossy(event.kind);
     let kind = if type_ == "ERROR" { ProtobufKind::status() } else { kind };
-    let json = kind.to_json(event.object.raw).map_err(Stop::Protobuf)?;
-    event_of(&type_, Cow::Owned(json)).map_err(|err| Stop::Failed(kube::Error::SerdeError(err)))
+    event_of(&type_, Sent::Protobuf(event.object.raw, kind))
 }
 
 /// A watch event as JSON sends it, its object left as text.
@@ -575,20 +603,25 @@ struct BookmarkMeta {
     annotations: Option<BTreeMap<String, String>>,
 }
 
-/// The event of type `type_` whose object is the JSON `object`.
-fn event_of<'a>(type_: &str, object: Cow<'a, [u8]>) -> Result<Event<'a>, serde_json::Error> {
+/// The event of type `type_` whose object is `object`.
+fn event_of<'a>(type_: &str, object: Sent<'a>) -> Result<Event<'a>, Stop> {
+    let unreadable = |err: serde_json::Error| Stop::Failed(kube::Error::SerdeError(err));
     Ok(match type_ {
         "ADDED" | "MODIFIED" => Event::Applied(object),
         "DELETED" => Event::Deleted(object),
         "BOOKMARK" => {
+            let json = object.json()?;
             let BookmarkMeta { resource_version, annotations } =
-                serde_json::from_slice::<BookmarkObject>(&object)?.metadata;
+                serde_json::from_slice::<BookmarkObject>(&json).map_err(unreadable)?.metadata;
             let initial_events_end =
                 annotations.is_some_and(|annotations| annotations.contains_key(INITIAL_EVENTS_END));
             Event::Bookmark { resource_version, initial_events_end }
         }
-        "ERROR" => Event::Error(Box::new(serde_json::from_slice(&object)?)),
-        other => return Err(serde::de::Error::custom(format!("a watch event of unknown type {other:?}"))),
+        "ERROR" => Event::Error(Box::new(serde_json::from_slice(&object.json()?).map_err(unreadable)?)),
+        other => {
+            let unknown = format!("a watch event of unknown type {other:?}");
+            return Err(unreadable(serde::de::Error::custom(unknown)));
+        }
     })
 }
 

@@ -12,6 +12,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::hash::{Hash, Hasher};
+use std::ops::Range;
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -98,15 +99,48 @@ impl Shaping {
             }
         }
         out.push(b'}');
+        self.cached(meta, &namespace, &name, metadata, &members, &out)
+    }
 
+    /// The informer's `"apiVersion":…,"kind":…`, for a writer that puts
+    /// them first itself (see `shape_written`).
+    pub fn types_json(&self) -> &[u8] {
+        &self.types_json
+    }
+
+    /// Like `shape`, for JSON already written in the stored form (the
+    /// informer's types first, managedFields stripped as configured, as
+    /// protobuf is written): only its `metadata` object, at `metadata` in
+    /// `json`, is parsed; the whole object only for an index by field.
+    pub fn shape_written(&self, json: &[u8], metadata: Range<usize>) -> Result<CachedObject, serde_json::Error> {
+        let metadata_text =
+            json.get(metadata).ok_or_else(|| serde::de::Error::custom("no metadata at the range given"))?;
+        let metadata_members = serde_json::from_slice::<Members>(metadata_text)?.0;
+        let (meta, Names { namespace, name }) = parse_meta(&metadata_members)?;
+        let by_field = self.indexes.iter().any(|index| matches!(index.by, IndexBy::Field(_)));
+        let members = if by_field { serde_json::from_slice::<Members>(json)?.0 } else { Vec::new() };
+        let metadata = members.iter().find(|(name, _)| name == "metadata").map(|(_, value)| *value);
+        self.cached(meta, &namespace, &name, metadata, &members, json)
+    }
+
+    /// The cached object: its key, parsed metadata, index values and JSON.
+    fn cached(
+        &self,
+        meta: Meta,
+        namespace: &str,
+        name: &str,
+        metadata: Option<&RawValue>,
+        members: &[(Cow<'_, str>, &RawValue)],
+        json: &[u8],
+    ) -> Result<CachedObject, serde_json::Error> {
         let index_values = self
             .indexes
             .iter()
-            .map(|index| index_values(&index.by, &meta, &namespace, metadata, &members))
+            .map(|index| index_values(&index.by, &meta, namespace, metadata, members))
             .collect::<Result<_, _>>()?;
         let key: Arc<str> =
-            if namespace.is_empty() { Arc::from(&*name) } else { Arc::from(format!("{namespace}/{name}")) };
-        Ok(CachedObject { key, meta, json: out.into(), index_values })
+            if namespace.is_empty() { Arc::from(name) } else { Arc::from(format!("{namespace}/{name}")) };
+        Ok(CachedObject { key, meta, json: json.into(), index_values })
     }
 }
 

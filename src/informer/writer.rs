@@ -10,6 +10,7 @@ use tracing::warn;
 use super::change::Change;
 use super::keying::{Role, Subscriber};
 use super::object::CachedObject;
+use super::protobuf::{ProtobufError, ProtobufKind};
 use super::shaping::Shaping;
 use super::shard_watch::{Kept, ShardFilter};
 use super::shared::SharedInformer;
@@ -182,7 +183,20 @@ impl InformerWriter {
     /// The object `json` as this informer stores it; `None` (counted as
     /// dropped) when it is not a Kubernetes object's JSON.
     pub fn shape(&self, json: &[u8]) -> Option<CachedObject> {
-        match self.shaping.shape(json) {
+        self.stored(self.shaping.shape(json))
+    }
+
+    /// The object whose protobuf is `message`, of this informer's built-in
+    /// kind, as this informer stores it; `None` (counted as dropped) when
+    /// its metadata cannot be read. An error is protobuf this sidecar cannot
+    /// read in full: the informer must go back to JSON.
+    pub fn shape_protobuf(&self, kind: ProtobufKind, message: &[u8]) -> Result<Option<CachedObject>, ProtobufError> {
+        let written = kind.to_object(message, self.shaping.types_json(), self.shaping.strip_managed_fields)?;
+        Ok(self.stored(self.shaping.shape_written(&written.json, written.metadata)))
+    }
+
+    fn stored(&self, shaped: Result<CachedObject, serde_json::Error>) -> Option<CachedObject> {
+        match shaped {
             Ok(object) => Some(object),
             Err(err) => {
                 self.informer.counters().dropped.fetch_add(1, Ordering::Relaxed);

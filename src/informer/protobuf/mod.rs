@@ -18,12 +18,19 @@ mod wire;
 pub use envelope::{ListPage, WatchEvent};
 pub use error::ProtobufError;
 
-use schema::Message;
+use schema::{Message, Value};
 
 /// The protobuf of one built-in kind, written as JSON.
 #[derive(Debug, Clone, Copy)]
 pub struct ProtobufKind {
     message: &'static Message,
+}
+
+/// An object written as JSON from its protobuf, ready to store.
+pub struct WrittenObject {
+    pub json: Vec<u8>,
+    /// Where its `metadata` object is in `json`.
+    pub metadata: std::ops::Range<usize>,
 }
 
 impl ProtobufKind {
@@ -38,6 +45,36 @@ impl ProtobufKind {
     /// `metav1.Status`, what a watch's ERROR event carries.
     pub fn status() -> Self {
         ProtobufKind { message: &generated::MESSAGES[usize::from(generated::STATUS)] }
+    }
+
+    /// The object whose protobuf is `message` as the JSON to store:
+    /// `types` (its `"apiVersion":…,"kind":…`, which protobuf leaves to the
+    /// envelope) first, then its metadata, without `managedFields` when
+    /// `strip_managed_fields`, then the rest.
+    pub fn to_object(
+        self,
+        message: &[u8],
+        types: &[u8],
+        strip_managed_fields: bool,
+    ) -> Result<WrittenObject, ProtobufError> {
+        let metadata = self.metadata_field(strip_managed_fields);
+        let mut json = Vec::with_capacity(types.len() + message.len() + message.len() / 2);
+        let metadata = to_json::write_object(&mut json, message, self.message, types, &metadata)?;
+        Ok(WrittenObject { json, metadata })
+    }
+
+    /// The kind's `metadata` field: every kind in the table has one (the
+    /// generator takes only kinds with an ObjectMeta).
+    fn metadata_field(self, strip_managed_fields: bool) -> to_json::MetadataField {
+        let field = self.message.fields.iter().find(|field| field.json == "metadata");
+        let Some(schema::Field { number, value: Value::Message(meta), .. }) = field else {
+            unreachable!("{} has no metadata message", self.message.name)
+        };
+        let message = &generated::MESSAGES[usize::from(*meta)];
+        let skip = strip_managed_fields
+            .then(|| message.fields.iter().find(|field| field.json == "managedFields").map(|field| field.number))
+            .flatten();
+        to_json::MetadataField { number: *number, message, skip }
     }
 
     /// The JSON of an object of this kind from its message (without

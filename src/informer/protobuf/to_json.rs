@@ -1,5 +1,7 @@
 //! Writes one message's protobuf as the JSON client-go would write of the Go object it decodes to: members in Go's field order, `omitempty` and `omitzero` as Go applies them, map keys sorted, bytes in base64, and Kubernetes' hand-written types (times, durations, quantities, int-or-strings, raw JSON) as their own JSON methods write them.
 
+use std::ops::Range;
+
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use smallvec::SmallVec;
@@ -14,17 +16,66 @@ use super::wire::{Fields, WireValue, packed_varints};
 pub fn write_message(out: &mut Vec<u8>, bytes: &[u8], message: &Message) -> Result<(), ProtobufError> {
     out.push(b'{');
     let mut first = true;
-    write_members(out, bytes, message, &mut first)?;
+    write_members(out, bytes, message, None, &mut first)?;
     out.push(b'}');
     Ok(())
+}
+
+/// Where an object's metadata is, and what to leave out of it.
+pub struct MetadataField {
+    /// The object's field number of `metadata` (an `ObjectMeta`).
+    pub number: u32,
+    pub message: &'static Message,
+    /// A field number of `ObjectMeta` not to write (`managedFields`, when stripped).
+    pub skip: Option<u32>,
+}
+
+/// Appends to `out` the JSON object of a top-level object: the members
+/// `types` (`"apiVersion":…,"kind":…`) first, then `metadata` (less
+/// `metadata.skip`), then the rest in Go's order; returns where the
+/// metadata's own object is in `out`.
+pub fn write_object(
+    out: &mut Vec<u8>,
+    bytes: &[u8],
+    message: &Message,
+    types: &[u8],
+    metadata: &MetadataField,
+) -> Result<Range<usize>, ProtobufError> {
+    out.push(b'{');
+    out.extend_from_slice(types);
+    let mut first = types.is_empty();
+    let mut sent_metadata: &[u8] = &[];
+    for field in Fields::new(bytes) {
+        if let (number, value) = field?
+            && number == metadata.number
+        {
+            sent_metadata = value.bytes()?;
+        }
+    }
+    write_name(out, "metadata", &mut first);
+    let start = out.len();
+    out.push(b'{');
+    write_members(out, sent_metadata, metadata.message, metadata.skip, &mut true)?;
+    out.push(b'}');
+    let range = start..out.len();
+    write_members(out, bytes, message, Some(metadata.number), &mut first)?;
+    out.push(b'}');
+    Ok(range)
 }
 
 /// Most messages have fewer fields than this; beyond it they spill to the heap.
 const FIELDS_INLINE: usize = 24;
 
-/// Writes the members of `bytes` (a message of kind `message`) into the
-/// object being written, after any written already (`first` says whether any was).
-fn write_members(out: &mut Vec<u8>, bytes: &[u8], message: &Message, first: &mut bool) -> Result<(), ProtobufError> {
+/// Writes the members of `bytes` (a message of kind `message`), less the
+/// field numbered `skip`, into the object being written, after any written
+/// already (`first` says whether any was).
+fn write_members(
+    out: &mut Vec<u8>,
+    bytes: &[u8],
+    message: &Message,
+    skip: Option<u32>,
+    first: &mut bool,
+) -> Result<(), ProtobufError> {
     let sent: SmallVec<[(u32, WireValue<'_>); FIELDS_INLINE]> = Fields::new(bytes).collect::<Result<_, _>>()?;
     // A field the table does not know would be lost without a word.
     let known = |number: u32| match 1u128.checked_shl(number) {
@@ -34,12 +85,12 @@ fn write_members(out: &mut Vec<u8>, bytes: &[u8], message: &Message, first: &mut
     if let Some((number, _)) = sent.iter().find(|(number, _)| !known(*number)) {
         return Err(ProtobufError::UnknownField { message: message.name, number: *number });
     }
-    for field in message.fields {
+    for field in message.fields.iter().filter(|field| Some(field.number) != skip) {
         let mut values = sent.iter().filter(|(number, _)| *number == field.number).map(|(_, value)| *value);
         if field.is(INLINE) {
             let Value::Message(inner) = field.value else { unreachable!("the generator inlines only messages") };
             let inner_bytes = values.next_back().map(WireValue::bytes).transpose()?.unwrap_or_default();
-            write_members(out, inner_bytes, &MESSAGES[usize::from(inner)], first)?;
+            write_members(out, inner_bytes, &MESSAGES[usize::from(inner)], None, first)?;
         } else if field.is(REPEATED) {
             write_repeated(out, field, values, first)?;
         } else if let Value::StringMap(value) = field.value {
@@ -262,14 +313,13 @@ fn write_value(out: &mut Vec<u8>, value: &Value, sent: Option<WireValue<'_>>) ->
 
 /// A JSON string of `bytes`, read as UTF-8 (invalid sequences replaced, as encoding/json does).
 fn write_string(out: &mut Vec<u8>, bytes: &[u8]) {
-    // The common case first: valid UTF-8 (std's check is word-at-a-time,
-    // from_utf8_lossy's is not) with nothing to escape, copied whole.
-    let Ok(text) = std::str::from_utf8(bytes) else {
+    // The common case first, in one pass without branches (so it
+    // vectorizes): ASCII with nothing to escape, copied whole.
+    let plain =
+        bytes.iter().fold(true, |plain, &byte| plain & (0x20..0x80).contains(&byte) & (byte != b'"') & (byte != b'\\'));
+    if !plain {
         let text = String::from_utf8_lossy(bytes);
         return serde_json::to_writer(&mut *out, &*text).expect("writing to a Vec cannot fail");
-    };
-    if bytes.iter().any(|&byte| byte < 0x20 || byte == b'"' || byte == b'\\') {
-        return serde_json::to_writer(&mut *out, text).expect("writing to a Vec cannot fail");
     }
     out.reserve(bytes.len() + 2);
     out.push(b'"');
