@@ -67,8 +67,8 @@ def headline(loaded: dict[str, Figures]) -> list[str]:
     if _all(rss, rss_cg, sync, sync_cg, sync_json):
         out.append(
             f"- **The shared cache** (10,000 ConfigMaps): {fmt(rss / rss_cg)}x client-go's memory; the first sync "
-            f"takes {fmt(sync / sync_cg)}x client-go's time with client-go's protobuf, {fmt(sync / sync_json)}x "
-            f"when client-go reads JSON as the sidecar does."
+            f"takes {fmt(sync / sync_cg)}x client-go's time, both reading protobuf, and {fmt(sync / sync_json)}x "
+            f"that of client-go reading JSON (the wire format of custom resources)."
         )
     ingest = loaded.get("ingest")
     cpu, cpu_cg = _med(ingest, "cpu", "ingest", OURS), _med(ingest, "cpu", "ingest", "client-go")

@@ -35,11 +35,13 @@ QUEUE_WHY_PER_ITEM = (
 )
 
 QUEUE_WHY_WAKE = (
-    "A consumer parked in our queue is a tokio task whose worker thread sleeps in the kernel: the Add that "
-    "makes a key ready wakes that thread with a futex, and it must be scheduled before the task runs. A Go "
-    "runtime often finds the waiting goroutine's P spinning, with no kernel wake-up. The ratio moves with the "
-    "machine's state more than with our code: in one run at a load of 3-5 it was 1.30x, with the same code as "
-    "a quiet run at about 3x; a busy machine slows Go's wake-ups more than ours."
+    "A consumer parked in our queue is a tokio task. Added from another task on the runtime, as every add in "
+    "the sidecar is and as Go's benchmark adds from a goroutine, the woken consumer goes into that worker "
+    "thread's next-task slot and runs as soon as the adding task waits, with no kernel wake-up, as a Go "
+    "runtime runs a readied goroutine on the same P. Added from a thread outside the runtime (the only shape "
+    "measured until 2026-11-26, at 2.97x client-go's p99), the Add must wake a sleeping worker thread through "
+    "the kernel (a futex or the I/O driver's eventfd), which is where the rest of the tail is; those rows have "
+    "no peer. The ratio moves with the machine's state: a busy machine slows Go's wake-ups more than ours."
 )
 
 QUEUE = Section(
@@ -51,7 +53,11 @@ QUEUE = Section(
         "default settings) against client-go's workqueue and controller-runtime's priority queue "
         "(`bench/queue-go`, Go benchmarks, `GOMAXPROCS=2`), the two sides alternating within the run. "
         "Shapes: (a) Add 1,000 keys, then Get + Done each, per key; (c) one producer and N consumers, "
-        "20,000 items, per item; (d) wake latency, from Add after the consumer parked until its Get returns; "
+        "20,000 items, per item; (d) wake latency, from Add after the consumer parked until its Get returns, "
+        "the Add made from a task on the runtime as Go's benchmark makes it from a goroutine (every add in "
+        "the sidecar comes from a task: a gRPC handler, an informer, the timer), and, ours only, from a "
+        "thread outside the runtime (until 2026-11-26 the only shape measured), which must wake a worker "
+        "thread through the kernel; "
         "(e) a fresh key behind 100,000 queued keys, from Add until it is handed out. client-go's queue is "
         "a FIFO: its fresh key waits for the whole backlog. A run's figure is Go's mean per operation or "
         "Criterion's mean estimate."
@@ -152,17 +158,14 @@ INFORMER_WHY_RSS = (
 )
 
 INFORMER_WHY_SYNC = (
-    "The wire format, on the API server's side. client-go's typed clients ask for protobuf for built-in kinds; "
-    "the sidecar reads JSON, which it can serve to workers of any kind. `json-read` is the floor under any "
-    "JSON reader: the same streaming list, gzipped as client-go's transport asks, read line by line with "
-    "nothing decoded, from process start; it alone takes longer than client-go's whole sync, so JSON cannot "
-    "reach client-go's time, whatever the sidecar does. What the sidecar adds over that floor is its own: "
-    "process start, discovery and the streaming-list probe (about 15 ms), and the events as hyper hands them "
-    "over, one HTTP chunk (one gzip member, one event) at a time, each parsed, its metadata read, stored and "
-    "queued (65-75 ms of CPU for the whole sync, measured by hand from `/proc`). Since session 12 the sidecar "
-    "asks for gzip, as client-go does, decodes it member by member and reads each object as text: before, "
-    "the uncompressed stream, one TLS record per event, cost 118-167 ms of CPU and 240-330 ms in all. Not "
-    "built: a protobuf path for built-in kinds, which would need each kind's schema to give workers JSON."
+    "The wire format, on the API server's side, which shares the two cores. Since 2026-11-26 the sidecar asks "
+    "for protobuf for built-in kinds, as client-go's typed clients do, and writes each object as the JSON "
+    "client-go would write of it (`src/informer/protobuf/`): the sync went from 1.5-1.8x client-go's to "
+    "0.72-0.93x in the first two runs. Before, it read JSON, and `json-read`, the floor under any JSON reader "
+    "(the same streaming list, gzipped, read line by line with nothing decoded), alone took longer than "
+    "client-go's whole sync. What the sidecar adds on top of the server's time is its own: process start, "
+    "discovery and the streaming-list probe (about 15 ms), and each event read, written as JSON, its "
+    "metadata parsed from that JSON, stored and queued."
 )
 
 INFORMER = Section(
@@ -173,8 +176,9 @@ INFORMER = Section(
         "Memory and time to sync 10,000 ConfigMaps of 1 KiB of data (about 1.5 KiB of JSON each with "
         "managedFields), each program with its defaults: the sidecar binary (one informer plus a queue with it as "
         "primary, so it also queues 10,000 keys) against a client-go `SharedInformerFactory` program "
-        "(`bench/informer-go`), and the same program asking for JSON (`client-go-json`), the sidecar's wire "
-        "format, where client-go's default for built-in kinds is protobuf, and `json-read` (`bench/informer-go "
+        "(`bench/informer-go`), both reading protobuf, client-go's default for built-in kinds and the "
+        "sidecar's since 2026-11-26 (each object written as JSON for the cache); the same program asking for "
+        "JSON (`client-go-json`), the wire format of custom resources; and `json-read` (`bench/informer-go "
         "read`), the same program reading that streaming list as JSON with nothing decoded, the floor under any "
         "JSON reader; the four take turns against the same local control plane, all with a streaming list. Time is from just before the process starts to the "
         "wall-clock time each writes on its \"synced\" line, so it includes process start and discovery; RSS is "
@@ -215,9 +219,16 @@ REMOTE_WHY_TOTAL = (
 )
 
 REMOTE_WHY_CPU = (
-    "Two processes against one. The sidecar decodes every watch event as JSON (controller-runtime reads "
-    "protobuf), keeps its cache and queue, and encodes each lease onto the `Work` stream; the Go worker "
-    "decodes it and runs its own Go runtime beside the sidecar's. Already cut from the worker: one goroutine "
+    "Two processes against one. The sidecar reads every watch event (as protobuf since 2026-11-26, like "
+    "controller-runtime, but writes each object as JSON for its cache and parses that JSON's metadata), "
+    "keeps its cache and queue, and encodes each lease onto the `Work` stream; the Go worker decodes it and "
+    "runs its own Go runtime beside the sidecar's. Reading protobuf did not change the sidecar's share: by "
+    "hand on 2026-11-26, the sidecar's CPU for 5,000 ConfigMap watch events was 430-460 ms reading JSON "
+    "(986148e) and 430-480 ms reading protobuf (c06878e), three runs each, alternating; in `perf` the "
+    "decoding is a few percent, and the rest is the cost of each event arriving on its own (a wake-up, "
+    "a task poll, a TLS record: context switches alone are 17 %). The same work cost 290-300 ms while a build "
+    "kept the cores busy, events then arriving in batches: this is why the ratio swings between runs "
+    "(1.20-1.40x in three runs that day). Already cut from the worker: one goroutine "
     "owns the stream's sends, a fixed pool of `concurrency` goroutines takes the leases, one ticker extends "
     "every held lease, and a finish is acknowledged only when it fails (`ack_failures_only`); from the "
     "sidecar: lease ends pushed by the queue instead of a 100 ms prune, and the queue core's work per item."

@@ -81,7 +81,7 @@ class ReportTest(unittest.TestCase):
         (self.dir / "informer.tsv").write_text(DATA + "sync\t10,000 objects\tclient-go-json\t1\t1.20\n")
         [line] = headline({"informer": Figures.read(self.dir / "informer.tsv")})
         self.assertIn("0.500x client-go's memory", line)
-        self.assertIn("0.333x when client-go reads JSON", line)  # 0.40 / 1.20
+        self.assertIn("0.333x that of client-go reading JSON", line)  # 0.40 / 1.20
 
     def test_a_section_without_ours_has_no_ratio_columns(self):
         rates = [("go", 30000), ("python", 4000), ("typescript", 8000), ("java", 5000), ("client-go", 2e6)]
