@@ -24,7 +24,6 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::future::pending;
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
@@ -41,7 +40,6 @@ use super::backoff::WatchBackoff;
 use super::object::CachedObject;
 use super::protobuf::{self, ProtobufError, ProtobufKind};
 use super::shard_watch::{ShardFilter, shard_selector};
-use super::shared::SharedInformer;
 use super::spec::ShardBy;
 use super::writer::InformerWriter;
 use crate::shard::SlotSet;
@@ -286,7 +284,6 @@ impl ListWatch {
             let page = match protobuf {
                 Some(kind) => {
                     let page = protobuf::ListPage::read(&text).map_err(Stop::Protobuf)?;
-                    informer.count_protobuf(page.items.len());
                     self.take_listed(page.items.iter().map(|item| Sent::Protobuf(item, kind)).collect())?;
                     (page.continue_token, page.resource_version)
                 }
@@ -329,7 +326,10 @@ impl ListWatch {
     fn shape(&self, sent: Sent<'_>) -> Result<Option<CachedObject>, Stop> {
         match sent {
             Sent::Json(text) => Ok(self.writer.shape(text)),
-            Sent::Protobuf(message, kind) => self.writer.shape_protobuf(kind, message).map_err(Stop::Protobuf),
+            Sent::Protobuf(message, kind) => {
+                self.writer.informer().count_protobuf(1);
+                self.writer.shape_protobuf(kind, message).map_err(Stop::Protobuf)
+            }
         }
     }
 
@@ -366,7 +366,7 @@ impl ListWatch {
         let informer = self.writer.informer().clone();
         let request = self.watch_request(selector, "", true)?;
         let answer = api_answer::send(&self.client, request, self.protobuf.is_some()).await.map_err(stop_for)?;
-        let mut events = Events::new(answer, self.protobuf, &informer);
+        let mut events = Events::new(answer, self.protobuf);
         informer.on_watch_progress();
         while let Some(event) = events.next().await {
             informer.on_watch_progress();
@@ -407,7 +407,7 @@ impl ListWatch {
         };
         debug!(informer = %informer.name(), version = %at, "watching");
         let mut events = match api_answer::send(&self.client, request, self.protobuf.is_some()).await {
-            Ok(answer) => Events::new(answer, self.protobuf, &informer),
+            Ok(answer) => Events::new(answer, self.protobuf),
             Err(err) => return stop_for(err),
         };
         // Answered: the watch is back, and the cache current, even if
@@ -523,15 +523,15 @@ enum Event<'a> {
 /// A watch answer's events, read as the server wrote them.
 enum Events {
     Json(Lines),
-    /// The frames, the informer's kind, and the informer that counts them.
-    Protobuf(Frames, ProtobufKind, Arc<SharedInformer>),
+    /// The frames and the informer's kind.
+    Protobuf(Frames, ProtobufKind),
 }
 
 impl Events {
     /// Protobuf frames when protobuf was asked for (`kind`) and answered.
-    fn new(answer: Answer, kind: Option<ProtobufKind>, informer: &Arc<SharedInformer>) -> Self {
+    fn new(answer: Answer, kind: Option<ProtobufKind>) -> Self {
         match kind {
-            Some(kind) if answer.is_protobuf() => Events::Protobuf(answer.frames(), kind, informer.clone()),
+            Some(kind) if answer.is_protobuf() => Events::Protobuf(answer.frames(), kind),
             _ => Events::Json(answer.lines()),
         }
     }
@@ -544,13 +544,12 @@ impl Events {
                 Ok(line) => Some(json_event(line)),
                 Err(err) => Some(Err(Stop::Failed(err))),
             },
-            Events::Protobuf(frames, kind, informer) => {
+            Events::Protobuf(frames, kind) => {
                 let kind = *kind;
                 let frame = match frames.next().await? {
                     Ok(frame) => frame,
                     Err(err) => return Some(Err(Stop::Failed(err))),
                 };
-                informer.count_protobuf(1);
                 Some(protobuf_event(frame, kind).map(Some))
             }
         }
