@@ -24,6 +24,17 @@ use schema::{Message, Value};
 #[derive(Debug, Clone, Copy)]
 pub struct ProtobufKind {
     message: &'static Message,
+    /// Its `metadata` field, found once (`None` for `Status`, which has a
+    /// `ListMeta` and is never stored).
+    metadata: Option<MetadataOf>,
+}
+
+/// Where a kind's `metadata` (an ObjectMeta) is, and its `managedFields`.
+#[derive(Debug, Clone, Copy)]
+struct MetadataOf {
+    number: u32,
+    message: &'static Message,
+    managed_fields: Option<u32>,
 }
 
 /// An object written as JSON from its protobuf, ready to store.
@@ -39,12 +50,13 @@ impl ProtobufKind {
     /// newer than the table.
     pub fn of(api_version: &str, kind: &str) -> Option<Self> {
         let found = generated::KINDS.binary_search_by(|(v, k, _)| (*v, *k).cmp(&(api_version, kind))).ok()?;
-        Some(ProtobufKind { message: &generated::MESSAGES[usize::from(generated::KINDS[found].2)] })
+        let message = &generated::MESSAGES[usize::from(generated::KINDS[found].2)];
+        Some(ProtobufKind { message, metadata: metadata_of(message) })
     }
 
     /// `metav1.Status`, what a watch's ERROR event carries.
     pub fn status() -> Self {
-        ProtobufKind { message: &generated::MESSAGES[usize::from(generated::STATUS)] }
+        ProtobufKind { message: &generated::MESSAGES[usize::from(generated::STATUS)], metadata: None }
     }
 
     /// The object whose protobuf is `message` as the JSON to store:
@@ -57,24 +69,13 @@ impl ProtobufKind {
         types: &[u8],
         strip_managed_fields: bool,
     ) -> Result<WrittenObject, ProtobufError> {
-        let metadata = self.metadata_field(strip_managed_fields);
+        // Every kind `of` finds has one: the generator takes only kinds with an ObjectMeta.
+        let of = self.metadata.unwrap_or_else(|| unreachable!("{} is not an object kind", self.message.name));
+        let skip = of.managed_fields.filter(|_| strip_managed_fields);
+        let metadata = to_json::MetadataField { number: of.number, message: of.message, skip };
         let mut json = Vec::with_capacity(types.len() + message.len() + message.len() / 2);
         let metadata = to_json::write_object(&mut json, message, self.message, types, &metadata)?;
         Ok(WrittenObject { json, metadata })
-    }
-
-    /// The kind's `metadata` field: every kind in the table has one (the
-    /// generator takes only kinds with an ObjectMeta).
-    fn metadata_field(self, strip_managed_fields: bool) -> to_json::MetadataField {
-        let field = self.message.fields.iter().find(|field| field.json == "metadata");
-        let Some(schema::Field { number, value: Value::Message(meta), .. }) = field else {
-            unreachable!("{} has no metadata message", self.message.name)
-        };
-        let message = &generated::MESSAGES[usize::from(*meta)];
-        let skip = strip_managed_fields
-            .then(|| message.fields.iter().find(|field| field.json == "managedFields").map(|field| field.number))
-            .flatten();
-        to_json::MetadataField { number: *number, message, skip }
     }
 
     /// The JSON of an object of this kind from its message (without
@@ -86,6 +87,15 @@ impl ProtobufKind {
         to_json::write_message(&mut out, message, self.message)?;
         Ok(out)
     }
+}
+
+/// The `metadata` field of a kind's message, if it is an ObjectMeta.
+fn metadata_of(message: &'static Message) -> Option<MetadataOf> {
+    let field = message.fields.iter().find(|field| field.json == "metadata")?;
+    let Value::Message(meta) = field.value else { return None };
+    let meta = &generated::MESSAGES[usize::from(meta)];
+    let managed_fields = meta.fields.iter().find(|field| field.json == "managedFields").map(|field| field.number);
+    Some(MetadataOf { number: field.number, message: meta, managed_fields })
 }
 
 #[cfg(test)]
@@ -101,6 +111,8 @@ mod tests {
         for (api_version, kind, _) in generated::KINDS {
             let found = ProtobufKind::of(api_version, kind).unwrap();
             assert!(found.message.name.ends_with(&format!(".{kind}")), "{api_version} {kind}: {}", found.message.name);
+            let metadata = found.metadata.unwrap_or_else(|| panic!("{api_version} {kind} has no ObjectMeta"));
+            assert!(metadata.message.name.ends_with(".ObjectMeta") && metadata.managed_fields.is_some());
         }
         assert!(ProtobufKind::of("v1", "ConfigMap").is_some());
         assert!(ProtobufKind::of("example.com/v1", "User").is_none());
