@@ -105,6 +105,14 @@ pub struct Cli {
     #[arg(long, env = "WQS_SHARD_GROUP", value_name = "GROUP")]
     pub shard_group: Option<String>,
 
+    /// Threads that run the sidecar's tasks. With one, every hand-over between
+    /// the informers, the queues and the gRPC streams stays on that thread,
+    /// which costs the least CPU at a controller's event rates (see
+    /// docs/benchmarks.md). Raise it when one core is not enough: many large
+    /// informers syncing at once, or Cache lists of very many objects.
+    #[arg(long, env = "WQS_WORKER_THREADS", value_name = "N", default_value = "1", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub worker_threads: u16,
+
     /// Check the config file, print a summary and exit (0 when valid).
     #[arg(long)]
     pub check_config: bool,
@@ -145,5 +153,12 @@ mod tests {
         assert_eq!(parse_tcp("off"), Ok(TcpAddress(None)));
         assert_eq!(parse_tcp("127.0.0.1:0").unwrap().0.unwrap().port(), 0);
         assert!(parse_tcp("localhost").is_err());
+    }
+
+    #[test]
+    fn worker_threads_should_default_to_one_and_refuse_zero() {
+        assert_eq!(Cli::try_parse_from(["workqueue-sidecar"]).unwrap().worker_threads, 1);
+        assert_eq!(Cli::try_parse_from(["workqueue-sidecar", "--worker-threads", "4"]).unwrap().worker_threads, 4);
+        assert!(Cli::try_parse_from(["workqueue-sidecar", "--worker-threads", "0"]).is_err());
     }
 }

@@ -20,7 +20,7 @@ use workqueue_sidecar::tls::TlsFiles;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(&cli);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match build_runtime(cli.worker_threads) {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("error: starting the async runtime: {err}");
@@ -34,6 +34,15 @@ fn main() -> ExitCode {
             eprintln!("error: {err:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// The async runtime: a single-threaded one for one thread (no work-stealing
+/// and no cross-thread wake-ups to pay for), else a work-stealing pool.
+fn build_runtime(threads: u16) -> std::io::Result<tokio::runtime::Runtime> {
+    match threads {
+        1 => tokio::runtime::Builder::new_current_thread().enable_all().build(),
+        n => tokio::runtime::Builder::new_multi_thread().worker_threads(usize::from(n)).enable_all().build(),
     }
 }
 
