@@ -1,10 +1,13 @@
 //! Built-in kinds read as protobuf against the real control plane: every object cached is the JSON the API
 //! server itself sends of it (less managedFields), in the first list and in watch events after it, for kinds
 //! that carry each of Kubernetes' hand-written types (times, micro-times, quantities, int-or-strings, bytes,
-//! raw JSON); a custom resource is still read as JSON.
+//! raw JSON); a custom resource is still read as JSON; and a field the sidecar's table does not know (a newer
+//! API server) sends the informer back to JSON, losing nothing.
 //!
 //! Needs `WQS_KUBECONFIG`: `hack/control-plane up && eval "$(hack/control-plane env)"`.
 
+#[path = "support/newer_api_server.rs"]
+mod newer_api_server;
 mod support;
 
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
@@ -270,5 +273,80 @@ async fn k8s_built_in_kinds_read_as_protobuf_should_be_cached_as_the_api_server_
     let users_read = sidecar.informers.get("users").unwrap().objects_read_as_protobuf();
     assert_eq!(users_read, 0, "a custom resource has no protobuf: read as JSON");
     users_api(&client).delete(&user_name, &Default::default()).await.unwrap();
+    ns.delete().await;
+}
+
+/// A ConfigMap named `name` in the test's namespace, with one data entry.
+async fn create_configmap(client: &Client, namespace: &str, name: &str) {
+    let object: DynamicObject =
+        serde_json::from_value(json!({ "metadata": { "name": name }, "data": { "k": "v" } })).unwrap();
+    api(client, namespace, &KINDS[0]).create(&PostParams::default(), &object).await.unwrap();
+}
+
+/// Every object of `names` is cached as the API server writes it in JSON,
+/// and the keys of `new` (the objects not seen before) reached the queue:
+/// nothing lost to the switch.
+async fn assert_cached_and_queued(sidecar: &Sidecar, client: &Client, namespace: &str, names: &[&str], new: &[&str]) {
+    for name in names {
+        assert_cached_as_served(sidecar, client, namespace, &KINDS[0], name).await;
+    }
+    let mut queued = std::collections::BTreeSet::new();
+    wait_until(&format!("the keys of {new:?} queued"), EVENT_TIMEOUT, || {
+        queued.extend(support::informers::keys(&support::informers::drain(sidecar.queue("q"))));
+        new.iter().all(|name| queued.contains(&format!("{namespace}/{name}")))
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
+async fn k8s_an_object_with_a_field_the_table_does_not_know_should_send_the_informer_back_to_json_losing_nothing() {
+    let client = control_plane::client().await;
+    let ns = TestNamespace::create(&client, "protobuf-newer").await;
+    let namespace = ns.name().to_owned();
+    let yaml = format!(
+        "informers:\n  configmaps: {{ version: v1, kind: ConfigMap, namespace: {namespace} }}\nqueues:\n  q: {{ primary: configmaps }}\n"
+    );
+    create_configmap(&client, &namespace, "plain").await;
+
+    // In a watch event: the informer synced as protobuf; the newer object's
+    // event cannot be read, so it lists again as JSON and watches as JSON.
+    let (newer_client, record) = newer_api_server::client(&client);
+    let sidecar = Sidecar::start(&newer_client, &yaml).await;
+    sidecar.synced().await;
+    assert_cached_and_queued(&sidecar, &client, &namespace, &["plain"], &["plain"]).await;
+    let informer = sidecar.informers.get("configmaps").unwrap();
+    assert!(informer.objects_read_as_protobuf() >= 1, "the first sync was read as protobuf");
+
+    create_configmap(&client, &namespace, "newer-in-a-watch").await;
+    assert_cached_and_queued(&sidecar, &client, &namespace, &["plain", "newer-in-a-watch"], &["newer-in-a-watch"])
+        .await;
+    assert_eq!(record.rewritten(), ["newer-in-a-watch"], "the newer object was sent once, as protobuf, and refused");
+    let read_before = informer.objects_read_as_protobuf();
+    create_configmap(&client, &namespace, "after").await;
+    assert_cached_and_queued(&sidecar, &client, &namespace, &["plain", "newer-in-a-watch", "after"], &["after"]).await;
+    assert_eq!(informer.objects_read_as_protobuf(), read_before, "read as JSON since the refusal");
+    let after = record.requests_after_first_rewrite();
+    assert!(!after.is_empty(), "the informer asked again after the refusal: {:?}", record.seen());
+    let lists = |s: &newer_api_server::Seen| {
+        !s.path_and_query.contains("watch=true") || s.path_and_query.contains("sendInitialEvents=true")
+    };
+    assert!(lists(&after[0]), "the first request after the refusal lists again (plain or streaming): {after:?}");
+    for seen in &after {
+        assert!(!seen.accept.contains("protobuf") && !seen.answered_protobuf, "asked for JSON only: {seen:?}");
+    }
+    drop(sidecar);
+
+    // In the first list: a new informer meets the newer object at once, and
+    // syncs as JSON with every object.
+    let (newer_client, record) = newer_api_server::client(&client);
+    let sidecar = Sidecar::start(&newer_client, &yaml).await;
+    sidecar.synced().await;
+    let all = ["plain", "newer-in-a-watch", "after"];
+    assert_cached_and_queued(&sidecar, &client, &namespace, &all, &all).await;
+    assert_eq!(record.rewritten(), ["newer-in-a-watch"], "the newer object was sent once, as protobuf, and refused");
+    let seen = record.seen();
+    assert!(seen.iter().any(|s| s.answered_protobuf), "the informer first asked for protobuf: {seen:?}");
+    assert!(seen.last().is_some_and(|s| !s.accept.contains("protobuf")), "and reads JSON since: {seen:?}");
     ns.delete().await;
 }
