@@ -284,6 +284,7 @@ impl ListWatch {
             let page = match protobuf {
                 Some(kind) => {
                     let page = protobuf::ListPage::read(&text).map_err(Stop::Protobuf)?;
+                    kind.check_envelope(page.kind, true).map_err(Stop::Protobuf)?;
                     self.take_listed(page.items.iter().map(|item| Sent::Protobuf(item, kind)).collect())?;
                     (page.continue_token, page.resource_version)
                 }
@@ -575,6 +576,7 @@ fn protobuf_event(frame: &[u8], kind: ProtobufKind) -> Result<Event<'_>, Stop> {
     let event = protobuf::WatchEvent::read(frame).map_err(Stop::Protobuf)?;
     let type_ = String::from_utf8_lossy(event.kind);
     let kind = if type_ == "ERROR" { ProtobufKind::status() } else { kind };
+    kind.check_envelope(event.object.kind, false).map_err(Stop::Protobuf)?;
     event_of(&type_, Sent::Protobuf(event.object.raw, kind))
 }
 

@@ -40,9 +40,11 @@ impl<'a> Unknown<'a> {
     }
 }
 
-/// One page of a list: its `ListMeta` and its items, each an object's message.
+/// One page of a list: its kind (as its envelope names it), its `ListMeta`
+/// and its items, each an object's message.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct ListPage<'a> {
+    pub kind: &'a [u8],
     pub resource_version: String,
     pub continue_token: String,
     pub items: Vec<&'a [u8]>,
@@ -51,8 +53,8 @@ pub struct ListPage<'a> {
 impl<'a> ListPage<'a> {
     /// Reads a list answer (`k8s\0`, `runtime.Unknown`, then the `…List`).
     pub fn read(answer: &'a [u8]) -> Result<Self, ProtobufError> {
-        let list = Unknown::read(answer)?.raw;
-        let mut page = ListPage::default();
+        let Unknown { kind, raw: list, .. } = Unknown::read(answer)?;
+        let mut page = ListPage { kind, ..ListPage::default() };
         for field in Fields::new(list) {
             match field? {
                 (1, meta) => {
@@ -124,11 +126,12 @@ mod tests {
     }
 
     #[test]
-    fn a_list_should_give_its_version_continue_token_and_items() {
+    fn a_list_should_give_its_kind_version_continue_token_and_items() {
         let meta = [field(2, b"42"), field(3, b"next")].concat();
         let list = [field(1, &meta), field(2, b"first"), field(2, b"second")].concat();
         let answer = unknown("v1", "ConfigMapList", &list);
         let page = ListPage::read(&answer).unwrap();
+        assert_eq!(page.kind, b"ConfigMapList");
         assert_eq!(page.resource_version, "42");
         assert_eq!(page.continue_token, "next");
         assert_eq!(page.items, [b"first".as_slice(), b"second"]);

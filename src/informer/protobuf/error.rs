@@ -21,4 +21,8 @@ pub enum ProtobufError {
     /// Kubernetes): read as protobuf, it would be lost.
     #[error("field {number} of {message} is not in this sidecar's table (a newer API server?)")]
     UnknownField { message: &'static str, number: u32 },
+    /// The envelope names another kind than the one asked for: read with
+    /// this kind's table, its fields would be taken for others.
+    #[error("the answer holds a {got}, not a {expected}")]
+    WrongKind { expected: String, got: String },
 }

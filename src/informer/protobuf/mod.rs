@@ -59,6 +59,22 @@ impl ProtobufKind {
         ProtobufKind { message: &generated::MESSAGES[usize::from(generated::STATUS)], metadata: None }
     }
 
+    /// Checks the kind an envelope names (`ConfigMap`, or `ConfigMapList`
+    /// for a `list`) against this one; an envelope that names none passes,
+    /// as there is nothing to check.
+    pub fn check_envelope(self, named: &[u8], list: bool) -> Result<(), ProtobufError> {
+        // The Go type's name (`k8s.io/api/core/v1.ConfigMap`) ends in the kind.
+        let kind = self.message.name.rsplit('.').next().unwrap_or(self.message.name);
+        let suffix: &[u8] = if list { b"List" } else { b"" };
+        let matches =
+            named.len() == kind.len() + suffix.len() && named.starts_with(kind.as_bytes()) && named.ends_with(suffix);
+        if named.is_empty() || matches {
+            return Ok(());
+        }
+        let expected = format!("{kind}{}", if list { "List" } else { "" });
+        Err(ProtobufError::WrongKind { expected, got: String::from_utf8_lossy(named).into_owned() })
+    }
+
     /// The object whose protobuf is `message` as the JSON to store:
     /// `types` (its `"apiVersion":…,"kind":…`, which protobuf leaves to the
     /// envelope) first, then its metadata, without `managedFields` when
@@ -104,6 +120,21 @@ mod conformance_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_envelope_should_name_the_kind_asked_for_or_none() {
+        let config_map = ProtobufKind::of("v1", "ConfigMap").unwrap();
+        assert!(config_map.check_envelope(b"ConfigMap", false).is_ok());
+        assert!(config_map.check_envelope(b"ConfigMapList", true).is_ok());
+        assert!(config_map.check_envelope(b"", false).is_ok(), "an envelope naming no kind leaves nothing to check");
+        for (named, list) in
+            [(&b"Secret"[..], false), (b"ConfigMapList", false), (b"ConfigMap", true), (b"SecretList", true)]
+        {
+            let err = config_map.check_envelope(named, list).unwrap_err();
+            assert!(matches!(err, ProtobufError::WrongKind { .. }), "{named:?} (list: {list}): {err}");
+        }
+        assert!(ProtobufKind::status().check_envelope(b"Status", false).is_ok());
+    }
 
     #[test]
     fn the_kinds_should_be_sorted_for_the_search_and_name_their_messages() {
