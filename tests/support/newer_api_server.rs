@@ -50,8 +50,7 @@ enum Logged {
 
 impl Record {
     pub fn seen(&self) -> Vec<Seen> {
-        let log = self.log.lock().unwrap();
-        log.iter().filter_map(|l| if let Logged::Request(seen) = l { Some(seen.clone()) } else { None }).collect()
+        requests(&self.log.lock().unwrap())
     }
 
     /// The names of the objects sent with the unknown field, in order.
@@ -64,15 +63,17 @@ impl Record {
     pub fn requests_after_first_rewrite(&self) -> Vec<Seen> {
         let log = self.log.lock().unwrap();
         let first = log.iter().position(|l| matches!(l, Logged::Rewritten(_))).unwrap_or(log.len());
-        log[first..]
-            .iter()
-            .filter_map(|l| if let Logged::Request(seen) = l { Some(seen.clone()) } else { None })
-            .collect()
+        requests(&log[first..])
     }
 
     fn push(&self, logged: Logged) {
         self.log.lock().unwrap().push(logged);
     }
+}
+
+/// The requests among `log`.
+fn requests(log: &[Logged]) -> Vec<Seen> {
+    log.iter().filter_map(|l| if let Logged::Request(seen) = l { Some(seen.clone()) } else { None }).collect()
 }
 
 /// A client through the newer API server, and what it saw.

@@ -24,6 +24,9 @@ use schema::{Message, Value};
 #[derive(Debug, Clone, Copy)]
 pub struct ProtobufKind {
     message: &'static Message,
+    /// The kind's name (`ConfigMap`), the end of its Go type's, found once:
+    /// every list page and watch event's envelope is checked against it.
+    name: &'static str,
     /// Its `metadata` field, found once (`None` for `Status`, which has a
     /// `ListMeta` and is never stored).
     metadata: Option<MetadataOf>,
@@ -51,20 +54,20 @@ impl ProtobufKind {
     pub fn of(api_version: &str, kind: &str) -> Option<Self> {
         let found = generated::KINDS.binary_search_by(|(v, k, _)| (*v, *k).cmp(&(api_version, kind))).ok()?;
         let message = &generated::MESSAGES[usize::from(generated::KINDS[found].2)];
-        Some(ProtobufKind { message, metadata: metadata_of(message) })
+        Some(ProtobufKind { message, name: kind_name(message), metadata: metadata_of(message) })
     }
 
     /// `metav1.Status`, what a watch's ERROR event carries.
     pub fn status() -> Self {
-        ProtobufKind { message: &generated::MESSAGES[usize::from(generated::STATUS)], metadata: None }
+        let message = &generated::MESSAGES[usize::from(generated::STATUS)];
+        ProtobufKind { message, name: kind_name(message), metadata: None }
     }
 
     /// Checks the kind an envelope names (`ConfigMap`, or `ConfigMapList`
     /// for a `list`) against this one; an envelope that names none passes,
     /// as there is nothing to check.
     pub fn check_envelope(self, named: &[u8], list: bool) -> Result<(), ProtobufError> {
-        // The Go type's name (`k8s.io/api/core/v1.ConfigMap`) ends in the kind.
-        let kind = self.message.name.rsplit('.').next().unwrap_or(self.message.name);
+        let kind = self.name;
         let suffix: &[u8] = if list { b"List" } else { b"" };
         let matches =
             named.len() == kind.len() + suffix.len() && named.starts_with(kind.as_bytes()) && named.ends_with(suffix);
@@ -105,6 +108,11 @@ impl ProtobufKind {
     }
 }
 
+/// The kind a message is of: its Go type's name (`k8s.io/api/core/v1.ConfigMap`) ends in it.
+fn kind_name(message: &'static Message) -> &'static str {
+    message.name.rsplit('.').next().unwrap_or(message.name)
+}
+
 /// The `metadata` field of a kind's message, if it is an ObjectMeta.
 fn metadata_of(message: &'static Message) -> Option<MetadataOf> {
     let field = message.fields.iter().find(|field| field.json == "metadata")?;
@@ -142,6 +150,7 @@ mod tests {
         for (api_version, kind, _) in generated::KINDS {
             let found = ProtobufKind::of(api_version, kind).unwrap();
             assert!(found.message.name.ends_with(&format!(".{kind}")), "{api_version} {kind}: {}", found.message.name);
+            assert_eq!(found.name, *kind);
             let metadata = found.metadata.unwrap_or_else(|| panic!("{api_version} {kind} has no ObjectMeta"));
             assert!(metadata.message.name.ends_with(".ObjectMeta") && metadata.managed_fields.is_some());
         }
