@@ -42,7 +42,7 @@ use crate::shard::{
 pub const GROUP_LABEL: &str = "workqueue-sidecar.io/shard-group";
 /// The member's identity, kept when `holderIdentity` is cleared.
 pub const MEMBER_ANNOTATION: &str = "workqueue-sidecar.io/shard-member";
-/// The slots the member claims ([`SlotSet::to_annotation`]).
+/// The slots the member claims ([`SlotSet::to_claims_text`]).
 pub const CLAIMS_ANNOTATION: &str = "workqueue-sidecar.io/shard-claims";
 /// A new value on each of the member's own writes ([`WriteId`]).
 pub const WRITE_ANNOTATION: &str = "workqueue-sidecar.io/shard-write";
@@ -310,7 +310,7 @@ impl Membership {
         let labels = BTreeMap::from([(GROUP_LABEL.to_owned(), self.settings.group.clone())]);
         let mut annotations = BTreeMap::from([
             (MEMBER_ANNOTATION.to_owned(), self.settings.identity.clone()),
-            (CLAIMS_ANNOTATION.to_owned(), record.claims.to_annotation()),
+            (CLAIMS_ANNOTATION.to_owned(), record.claims.to_claims_text()),
         ]);
         if let Some(write) = record.write {
             annotations.insert(WRITE_ANNOTATION.to_owned(), write.to_annotation());
@@ -325,6 +325,7 @@ impl Membership {
                 labels: Some(labels),
                 annotations: Some(annotations),
                 finalizers,
+                managed_fields: crate::leader::without_managed_fields(),
                 resource_version: self.own_version.clone(),
                 ..ObjectMeta::default()
             },
@@ -351,17 +352,21 @@ impl Membership {
 }
 
 /// A Lease of the group as the protocol sees it; `None` for one that is not
-/// a member's (no member annotation, a version that is not a number, claims
-/// that do not parse: never trusted as a claim, and logged).
+/// a member's (no member annotation, a version that is not a number). Claims
+/// that do not parse are read as every slot, and logged.
 fn observed(lease: &Lease) -> Option<ObservedLease> {
     let annotations = lease.metadata.annotations.as_ref()?;
     let member: MemberId = Arc::from(annotations.get(MEMBER_ANNOTATION)?.as_str());
     let version = lease.metadata.resource_version.as_deref()?.parse::<u64>().ok()?;
-    let claims = match SlotSet::parse_annotation(annotations.get(CLAIMS_ANNOTATION).map_or("", String::as_str)) {
+    let claims = match SlotSet::parse_claims_text(annotations.get(CLAIMS_ANNOTATION).map_or("", String::as_str)) {
         Ok(claims) => claims,
+        // Written by a build that knows another form (a rolling upgrade):
+        // what it claims is unknown, so it is taken to claim every slot
+        // while it is live. That holds up handovers, never grants a slot
+        // twice, as taking it to claim none could.
         Err(err) => {
-            warn!(lease = ?lease.metadata.name, error = %err, "a shard Lease's claims do not parse; ignored");
-            return None;
+            warn!(lease = ?lease.metadata.name, error = %err, "a shard Lease's claims do not parse; taken to claim every slot while it is live");
+            SlotSet::FULL
         }
     };
     let spec = lease.spec.as_ref()?;
@@ -396,12 +401,13 @@ mod tests {
 
     #[test]
     fn a_members_lease_should_read_back_as_its_record() {
-        let lease = lease_with(&[(MEMBER_ANNOTATION, "pod-a"), (CLAIMS_ANNOTATION, "0-9,40")], Some("pod-a"), "123");
+        let claims: SlotSet = (0..10).chain([40]).filter_map(Slot::new).collect();
+        let text = claims.to_claims_text();
+        let lease = lease_with(&[(MEMBER_ANNOTATION, "pod-a"), (CLAIMS_ANNOTATION, &text)], Some("pod-a"), "123");
         let observed = observed(&lease).unwrap();
         assert_eq!(observed.version, LeaseVersion(123));
         assert_eq!(&*observed.record.holder, "pod-a");
-        assert_eq!(observed.record.claims.len(), 11);
-        assert!(observed.record.claims.contains(Slot::new(40).unwrap()));
+        assert_eq!(observed.record.claims, claims);
         assert_eq!((observed.record.lease_duration, observed.record.leaving), (Duration::from_secs(15), false));
     }
 
@@ -428,10 +434,16 @@ mod tests {
     }
 
     #[test]
+    fn claims_in_a_form_not_known_should_read_as_every_slot() {
+        for text in ["0-9,40", "v3:AAAA", "v2:AggE"] {
+            let lease = lease_with(&[(MEMBER_ANNOTATION, "pod-a"), (CLAIMS_ANNOTATION, text)], Some("pod-a"), "1");
+            assert_eq!(observed(&lease).unwrap().record.claims, SlotSet::FULL, "{text:?}");
+        }
+    }
+
+    #[test]
     fn a_lease_that_is_not_a_members_should_be_ignored() {
         assert_eq!(observed(&lease_with(&[], Some("x"), "1")), None, "no member annotation");
-        let bad_claims = [(MEMBER_ANNOTATION, "pod-a"), (CLAIMS_ANNOTATION, "9999")];
-        assert_eq!(observed(&lease_with(&bad_claims, Some("pod-a"), "1")), None, "a slot out of range");
         let member = [(MEMBER_ANNOTATION, "pod-a")];
         assert_eq!(observed(&lease_with(&member, Some("pod-a"), "abc")), None, "a version that is not a number");
     }

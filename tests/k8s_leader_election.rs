@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use holding_worker::{Tracker, spawn_holding_worker};
+use k8s_openapi::api::coordination::v1::Lease;
 use sidecar::{FAST_LEASES, Sidecar};
 use support::control_plane::{self, TestNamespace};
 use workqueue_sidecar::grpc::pb;
@@ -113,6 +114,10 @@ async fn k8s_killed_leader_should_be_replaced_within_the_lease_duration() {
     let ns = TestNamespace::create(&client, "leader-kill").await;
     let tracker = Arc::new(Tracker::default());
     let (a, b) = leader_and_follower(&ns, &tracker).await;
+    // The follower reads the Lease every retry period: once renewed, it
+    // carries no field-ownership record.
+    let lease = ns.api::<Lease>().get("workqueue-sidecar").await.unwrap();
+    assert_eq!(lease.metadata.managed_fields, None, "no managedFields on the renewed Lease");
 
     a.send_signal("KILL");
     let takeover = wait_for("B becomes the leader", Duration::from_secs(10), async || is_leader(&b).await).await;

@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use workqueue_sidecar::shard::{Effect, Grant, ShardSettings, SlotSet};
-use workqueue_sidecar::shard_membership::{FINALIZER, Membership, MembershipSettings, ShardEvent};
+use workqueue_sidecar::shard_membership::{CLAIMS_ANNOTATION, FINALIZER, Membership, MembershipSettings, ShardEvent};
 
 const TIMINGS: ShardSettings = ShardSettings {
     lease_duration: Duration::from_secs(3),
@@ -163,6 +163,20 @@ async fn k8s_replicas_should_share_every_slot_once_and_take_over_a_crashed_one()
     println!("3 replicas: every slot granted after {start_up:?}; shares {shares:?}");
     for share in &shares {
         assert!(*share > SlotSet::FULL.len() / 4, "each replica has about a third: {shares:?}");
+    }
+    // Every replica reads every Lease each retry period: each carries its
+    // claims in the compact form, and no field-ownership record once renewed.
+    for replica in &replicas {
+        let lease = ns.api::<Lease>().get(&format!("users-{}", replica.name)).await.unwrap();
+        let text = lease.metadata.annotations.unwrap_or_default().remove(CLAIMS_ANNOTATION).unwrap_or_default();
+        let claims = SlotSet::parse_claims_text(&text).unwrap();
+        let granting = replica.granting(Instant::now());
+        assert!(
+            !granting.is_empty() && granting.difference(&claims).is_empty(),
+            "{}: grants from its claims only",
+            replica.name
+        );
+        assert_eq!(lease.metadata.managed_fields, None, "{}: no managedFields on a renewed Lease", replica.name);
     }
 
     c.crash();

@@ -9,6 +9,7 @@
 //! stale reads and clock drift.
 
 mod assignment;
+mod claims_text;
 mod hash;
 mod member;
 mod observation;
@@ -22,9 +23,10 @@ mod member_tests;
 mod simulation;
 
 pub use assignment::{Assignment, TOKENS};
+pub use claims_text::ClaimsTextError;
 pub use hash::{fnv1a64, shard_hash};
 pub use member::{Effect, Grant, LeaseWrite, Member};
 pub use observation::{LeaseRecord, LeaseVersion, MemberId, ObservedLease, Snapshot, WriteId};
 pub use settings::{ShardSettings, ShardSettingsError};
-pub use slot::{HashRange, SLOT_BITS, SLOTS, Slot, SlotParseError, SlotSet};
+pub use slot::{HashRange, SLOT_BITS, SLOTS, Slot, SlotSet};
 pub use view::ShardView;

@@ -3,7 +3,7 @@
 //! The I/O step maps `coordination.k8s.io` Leases onto these types:
 //! `holderIdentity` is the holder (empty once the member left),
 //! `leaseDurationSeconds` the duration, the resourceVersion the version,
-//! an annotation the claimed slots ([`SlotSet::to_annotation`]), and a
+//! an annotation the claimed slots ([`SlotSet::to_claims_text`]), and a
 //! `deletionTimestamp` a deletion asked for.
 
 use std::sync::Arc;

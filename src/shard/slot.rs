@@ -4,8 +4,6 @@
 //! `SlotSet` is a fixed bitset, so the member state machine and the
 //! simulation work on 64 slots per machine word.
 
-use std::fmt;
-
 /// log2 of the number of slots.
 pub const SLOT_BITS: u32 = 12;
 /// How many equal ranges the 64-bit hash space is cut into: enough that each
@@ -130,7 +128,7 @@ impl SlotSet {
     }
 
     /// Runs of adjacent slots as `(first, end)` slot indexes, end exclusive.
-    fn runs(&self) -> Vec<(usize, usize)> {
+    pub(super) fn runs(&self) -> Vec<(usize, usize)> {
         let mut runs: Vec<(usize, usize)> = Vec::new();
         for slot in self.iter() {
             match runs.last_mut() {
@@ -158,42 +156,6 @@ impl SlotSet {
         let terms: Vec<String> = self.hash_ranges().iter().map(|r| r.selector(field)).collect();
         (!terms.is_empty()).then(|| terms.join(" || "))
     }
-
-    /// The compact text a member publishes in its Lease: slot runs such as
-    /// `0-17,40,52-60` (inclusive), empty for no slots.
-    pub fn to_annotation(&self) -> String {
-        let parts: Vec<String> = self
-            .runs()
-            .into_iter()
-            .map(|(first, end)| if end == first + 1 { format!("{first}") } else { format!("{first}-{}", end - 1) })
-            .collect();
-        parts.join(",")
-    }
-
-    /// Parses [`SlotSet::to_annotation`]'s text.
-    pub fn parse_annotation(text: &str) -> Result<SlotSet, SlotParseError> {
-        let mut set = SlotSet::EMPTY;
-        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (first, last) = part.split_once('-').unwrap_or((part, part));
-            let bound = |s: &str| -> Result<usize, SlotParseError> {
-                s.trim().parse::<usize>().ok().filter(|i| *i < SLOTS).ok_or_else(|| SlotParseError(part.to_string()))
-            };
-            let (first, last) = (bound(first)?, bound(last)?);
-            if first > last {
-                return Err(SlotParseError(part.to_string()));
-            }
-            for slot in (first..=last).filter_map(Slot::new) {
-                set.insert(slot);
-            }
-        }
-        Ok(set)
-    }
-}
-
-impl fmt::Debug for SlotSet {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "SlotSet[{}]", self.to_annotation())
-    }
 }
 
 impl FromIterator<Slot> for SlotSet {
@@ -205,11 +167,6 @@ impl FromIterator<Slot> for SlotSet {
         set
     }
 }
-
-/// A published slot list that is not `first-last,...` with slots below `SLOTS`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("slot list part {0:?} is not a slot or an ascending range of slots below {SLOTS}")]
-pub struct SlotParseError(String);
 
 #[cfg(test)]
 mod tests {
@@ -253,17 +210,6 @@ mod tests {
             let hash = shard_hash(&format!("uid-{i}"));
             assert_eq!(mine.contains_hash(hash), ranges.iter().any(|r| r.contains(hash)), "hash {hash:#x}");
         }
-    }
-
-    #[test]
-    fn the_annotation_should_round_trip_and_refuse_slots_out_of_range() {
-        let mine = set(&[0, 1, 2, 9, 40, 41, 4095]);
-        assert_eq!(mine.to_annotation(), "0-2,9,40-41,4095");
-        assert_eq!(SlotSet::parse_annotation(&mine.to_annotation()), Ok(mine));
-        assert_eq!(SlotSet::parse_annotation(""), Ok(SlotSet::EMPTY));
-        assert!(SlotSet::parse_annotation("4096").is_err());
-        assert!(SlotSet::parse_annotation("9-3").is_err());
-        assert!(SlotSet::parse_annotation("x").is_err());
     }
 
     #[test]

@@ -276,24 +276,47 @@ func claimsOf(t *testing.T) map[string]map[int]bool {
 	return claims
 }
 
-// parseSlots reads a Lease's claims as the sidecar writes them: "0-17,40,52-60".
+// parseSlots reads a Lease's claims as the sidecar writes them
+// (src/shard/claims_text.rs): "v2:", then per run of adjacent slots the gap
+// since the previous run's end and the run's length less one, each number
+// in base64url digits of 5 bits, least significant first, bit 5 set while
+// more follow.
 func parseSlots(t *testing.T, text string) map[int]bool {
 	t.Helper()
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 	slots := map[int]bool{}
 	if text == "" {
 		return slots
 	}
-	for _, part := range strings.Split(text, ",") {
-		first, last, isRange := strings.Cut(part, "-")
-		if !isRange {
-			last = first
+	body, ok := strings.CutPrefix(text, "v2:")
+	if !ok {
+		t.Fatalf("claims %q: not in the v2 form", text)
+	}
+	var numbers []int
+	value, shift := 0, 0
+	for _, c := range body {
+		digit := strings.IndexRune(alphabet, c)
+		if digit < 0 || shift > 10 {
+			t.Fatalf("claims %q: cannot read %q", text, c)
 		}
-		from, err1 := strconv.Atoi(first)
-		to, err2 := strconv.Atoi(last)
-		if err1 != nil || err2 != nil || from > to || to >= slotCount {
-			t.Fatalf("claims %q: cannot read %q", text, part)
+		value |= (digit & 31) << shift
+		shift += 5
+		if digit&32 == 0 {
+			numbers = append(numbers, value)
+			value, shift = 0, 0
 		}
-		for slot := from; slot <= to; slot++ {
+	}
+	if shift != 0 || len(numbers)%2 != 0 {
+		t.Fatalf("claims %q: cut short", text)
+	}
+	end := 0
+	for i := 0; i < len(numbers); i += 2 {
+		first := end + numbers[i]
+		end = first + numbers[i+1] + 1
+		if end > slotCount {
+			t.Fatalf("claims %q: a slot out of range", text)
+		}
+		for slot := first; slot < end; slot++ {
 			slots[slot] = true
 		}
 	}
