@@ -18,7 +18,9 @@
 //! hide its claims from anyone while its member may grant from them: the
 //! Lease stays, marked, until its member has handed everything over and
 //! left (then it lets the Lease go and joins again under a new one), or
-//! until another member judged it expired and removed the finalizer.
+//! until another member judged it expired and removed the finalizer. A
+//! Lease expired for a further lease duration, its member crashed or gone,
+//! is deleted by the other members (which needs `delete` on leases).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,7 +30,7 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use kube::api::{ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PostParams, Preconditions};
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, sleep_until};
 use tracing::{debug, info, warn};
@@ -103,6 +105,8 @@ enum RoundError {
     Write { name: String, source: kube::Error },
     #[error("removing the finalizer of the expired Lease {name}: {source}")]
     DropFinalizer { name: String, source: kube::Error },
+    #[error("deleting the long expired Lease {name}: {source}")]
+    Delete { name: String, source: kube::Error },
     #[error("the API server answered resourceVersion {0:?}, which is not a number")]
     Version(String),
 }
@@ -117,6 +121,9 @@ pub struct Membership {
     last_grant: Option<Grant>,
     /// Who owns which slot, for `KeyState`; republished when the members change.
     view: ShardView,
+    /// False once the API server refused a deletion (a Role without
+    /// `delete`): said once, not tried again.
+    may_delete: bool,
 }
 
 impl Membership {
@@ -139,6 +146,7 @@ impl Membership {
             own_version: None,
             last_grant: None,
             view: ShardView::default(),
+            may_delete: true,
         })
     }
 
@@ -210,34 +218,31 @@ impl Membership {
     /// Reads every Lease of the group, then writes ours if due, then lets
     /// go of the Leases it judges expired.
     async fn round(&mut self) -> Result<(), RoundError> {
-        let (snapshot, finalized) = self.read().await?;
+        let (snapshot, stored) = self.read().await?;
         let members = self.member.view().to_vec();
         self.member.observe(&snapshot, Instant::now());
         if self.member.view() != members.as_slice() {
             self.view.publish(self.member.assignment().clone());
         }
         self.write_if_due().await?;
-        self.drop_expired_finalizers(&finalized).await
+        self.drop_expired_finalizers(&stored).await?;
+        self.delete_long_expired(&stored).await
     }
 
-    /// The group's Leases as one snapshot, and those carrying [`FINALIZER`]
-    /// by member, as read.
+    /// The group's Leases as one snapshot, and each member's as stored.
     async fn read(&self) -> Result<(Snapshot, BTreeMap<MemberId, Lease>), RoundError> {
         let selector = format!("{GROUP_LABEL}={}", self.settings.group);
         let list = self.api.list(&ListParams::default().labels(&selector)).await.map_err(RoundError::List)?;
         let revision = list.metadata.resource_version.unwrap_or_default();
         let revision = revision.parse::<u64>().map_err(|_| RoundError::Version(revision))?;
-        let mut finalized = BTreeMap::new();
+        let mut stored = BTreeMap::new();
         let mut leases = Vec::with_capacity(list.items.len());
         for lease in list.items {
             let Some(seen) = observed(&lease) else { continue };
-            let holder = seen.record.holder.clone();
+            stored.insert(seen.record.holder.clone(), lease);
             leases.push(Arc::new(seen));
-            if lease.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER) {
-                finalized.insert(holder, lease);
-            }
         }
-        Ok((Snapshot { revision, leases }, finalized))
+        Ok((Snapshot { revision, leases }, stored))
     }
 
     /// Removes [`FINALIZER`] from the Leases the member judges expired, on
@@ -245,11 +250,10 @@ impl Membership {
     /// granted under them any more, and a crashed member's Lease must not
     /// hold up a deletion (of its namespace, say) for ever. The member's
     /// next write, should it come back, puts the finalizer back.
-    async fn drop_expired_finalizers(&self, finalized: &BTreeMap<MemberId, Lease>) -> Result<(), RoundError> {
+    async fn drop_expired_finalizers(&self, stored: &BTreeMap<MemberId, Lease>) -> Result<(), RoundError> {
         for (holder, version) in self.member.expired_leases(Instant::now()) {
-            let Some(lease) = finalized.get(&holder) else { continue };
-            let stored = lease.metadata.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok());
-            let Some(name) = lease.metadata.name.as_deref().filter(|_| stored == Some(version.0)) else { continue };
+            let Some(lease) = stored.get(&holder).filter(|l| has_finalizer(l)) else { continue };
+            let Some(name) = name_at(lease, version) else { continue };
             let mut released = lease.clone();
             released.metadata.finalizers = None;
             // The resourceVersion read makes the write conditional on it.
@@ -258,6 +262,37 @@ impl Membership {
                 // Written since: its member is back, or another member was first.
                 Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => {}
                 Err(source) => return Err(RoundError::DropFinalizer { name: name.to_owned(), source }),
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes the Leases the member judges expired for a further lease
+    /// duration, once their finalizer is gone, on condition they are still
+    /// at the version judged. Each pod of a Deployment joins under a new
+    /// name, so without this every pod that ever ran would leave a Lease
+    /// that every member lists each retry period. A member that reads such
+    /// a Lease gone keeps its claims as last read until they surely ended
+    /// (`shard::member`), as for any Lease gone without its finalizer.
+    async fn delete_long_expired(&mut self, stored: &BTreeMap<MemberId, Lease>) -> Result<(), RoundError> {
+        if !self.may_delete {
+            return Ok(());
+        }
+        for (holder, version) in self.member.long_expired_leases(Instant::now()) {
+            let Some(lease) = stored.get(&holder).filter(|l| !has_finalizer(l)) else { continue };
+            let Some(name) = name_at(lease, version) else { continue };
+            let preconditions = Preconditions { resource_version: lease.metadata.resource_version.clone(), uid: None };
+            let params = DeleteParams { preconditions: Some(preconditions), ..DeleteParams::default() };
+            match self.api.delete(name, &params).await {
+                Ok(_) => info!(lease = %name, "deleted a long expired shard Lease"),
+                // Written since (its member is back), or already gone.
+                Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => {}
+                Err(kube::Error::Api(status)) if status.code == 403 => {
+                    warn!(lease = %name, error = %status.message, "may not delete long expired shard Leases (the Role lacks `delete` on leases); they stay");
+                    self.may_delete = false;
+                    return Ok(());
+                }
+                Err(source) => return Err(RoundError::Delete { name: name.to_owned(), source }),
             }
         }
         Ok(())
@@ -349,6 +384,16 @@ impl Membership {
             let _ = events.send(ShardEvent::Grant(grant));
         }
     }
+}
+
+fn has_finalizer(lease: &Lease) -> bool {
+    lease.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER)
+}
+
+/// The Lease's name, if it is stored at `version`.
+fn name_at(lease: &Lease, version: LeaseVersion) -> Option<&str> {
+    let stored = lease.metadata.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok());
+    lease.metadata.name.as_deref().filter(|_| stored == Some(version.0))
 }
 
 /// A Lease of the group as the protocol sees it; `None` for one that is not

@@ -1,8 +1,8 @@
 //! Replicas share the hash slots through one real coordination.k8s.io Lease
 //! each: together they cover every slot, no slot is ever granted by two at
 //! once, a crashed replica's slots are taken over once its Lease expires,
-//! a replica that leaves hands its slots over at once, and a deleted Lease
-//! is handed over before it goes.
+//! a replica that leaves hands its slots over at once, a deleted Lease
+//! is handed over before it goes, and long expired Leases are deleted.
 //!
 //! The test plays each replica's queues: it records what each may grant
 //! from, and answers a revoke at once (no lease is ever held), so the
@@ -201,6 +201,15 @@ async fn k8s_replicas_should_share_every_slot_once_and_take_over_a_crashed_one()
     let b_lease = ns.api::<Lease>().get("users-b").await.unwrap();
     let holder = b_lease.spec.and_then(|s| s.holder_identity);
     assert_eq!(holder, None, "b cleared its Lease's holder when it left");
+    // Expired for a further lease duration, the Leases of the crashed c and
+    // of b, which left, are deleted by a: nothing else would delete them.
+    let gone_by = Instant::now() + Duration::from_secs(30);
+    for name in ["users-b", "users-c"] {
+        while leases.get_opt(name).await.unwrap().is_some() {
+            assert!(Instant::now() < gone_by, "{name}, long expired, is still there");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
 
     assert_eq!(checker.overlaps(), Vec::<String>::new(), "no slot granted by two replicas at once");
     a.stop.send_replace(true);

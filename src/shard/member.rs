@@ -118,11 +118,25 @@ struct Seen {
 impl Seen {
     /// From when it is expired, by this member's clock.
     fn expires(&self, settings: &ShardSettings) -> Instant {
-        let by_version = self.since.checked_add(self.lease.record.lease_duration).unwrap_or(self.since);
+        let by_version = self.expires_by_version();
         match self.gone_since {
             Some(gone) => by_version.max(gone.checked_add(settings.term_bound()).unwrap_or(gone)),
             None => by_version,
         }
+    }
+
+    /// From when the version last read is expired.
+    fn expires_by_version(&self) -> Instant {
+        self.since.checked_add(self.lease.record.lease_duration).unwrap_or(self.since)
+    }
+
+    /// Whether it went from the reads after its version last read had
+    /// expired (a long expired Lease deleted by another member, say). Its
+    /// claims are kept as `expires` says, since its member may have renewed
+    /// unseen before it went, but its member is not counted live again:
+    /// that would move slots to a member this one already saw dead.
+    fn went_after_expiring(&self) -> bool {
+        self.gone_since.is_some_and(|gone| gone >= self.expires_by_version())
     }
 }
 
@@ -268,6 +282,26 @@ impl Member {
             .collect()
     }
 
+    /// The other Leases, as last read, that have been expired for a further
+    /// lease duration as of `now`, with the version judged: their members
+    /// crashed, or left, long enough ago that the Leases may go (each pod of
+    /// a Deployment joins under a new name, so nothing else would ever
+    /// delete them), while people still get a lease duration to read them.
+    pub fn long_expired_leases(&self, now: Instant) -> Vec<(MemberId, LeaseVersion)> {
+        if self.fault == Fault::NeverExpire {
+            return Vec::new();
+        }
+        self.seen
+            .iter()
+            .filter(|(_, seen)| seen.gone_since.is_none())
+            .filter(|(_, seen)| {
+                let expired = seen.expires(&self.settings);
+                now >= expired.checked_add(seen.lease.record.lease_duration).unwrap_or(expired)
+            })
+            .map(|(holder, seen)| (holder.clone(), seen.lease.version))
+            .collect()
+    }
+
     /// The live members as last read (this member included unless leaving).
     pub fn view(&self) -> &[MemberId] {
         &self.view
@@ -393,8 +427,12 @@ impl Member {
         let leases: Vec<Arc<ObservedLease>> = self.seen.values().map(|seen| seen.lease.clone()).collect();
         let others = || leases.iter();
 
-        let mut view: Vec<MemberId> =
-            others().filter(|l| !l.record.leaving && !self.expired(l, now)).map(|l| l.record.holder.clone()).collect();
+        let went_after_expiring =
+            |l: &ObservedLease| self.seen.get(&l.record.holder).is_some_and(Seen::went_after_expiring);
+        let mut view: Vec<MemberId> = others()
+            .filter(|l| !l.record.leaving && !self.expired(l, now) && !went_after_expiring(l))
+            .map(|l| l.record.holder.clone())
+            .collect();
         if !self.leaving {
             view.push(self.id.clone());
         }

@@ -397,3 +397,26 @@ fn a_restarted_member_should_drain_what_its_previous_incarnation_claimed() {
     again.poll(t0 + secs(17));
     assert!(again.claims().is_empty() || again.claims() == SlotSet::FULL);
 }
+
+#[test]
+fn a_long_expired_lease_deleted_should_not_bring_its_member_back() {
+    let t0 = Instant::now();
+    let mut store = Store::default();
+    let _crashed = lone_holder(&mut store, t0);
+    let mut b = member("b");
+    store.round(&mut b, t0 + secs(2));
+    for at in 17..=31 {
+        store.round(&mut b, t0 + secs(at));
+    }
+    assert_eq!(b.grant(t0 + secs(31)).map(|g| g.slots), Some(SlotSet::FULL), "a expired 15 s after t0 + 2 s");
+    assert!(b.long_expired_leases(t0 + secs(31)).is_empty(), "not before a further lease duration");
+    let a_version = store.leases["a"].version;
+    assert_eq!(b.long_expired_leases(t0 + secs(32)), vec![(Arc::from("a"), a_version)]);
+
+    store.revision += 1;
+    store.leases.remove("a");
+    store.round(&mut b, t0 + secs(33));
+    assert_eq!(b.view(), [Arc::from("b")], "a, seen expired before it went, is not live again");
+    assert_eq!(b.grant(t0 + secs(33)).map(|g| g.slots), Some(SlotSet::FULL), "nothing moves back to a");
+    assert!(b.long_expired_leases(t0 + secs(33)).is_empty(), "a Lease gone is not deleted again");
+}

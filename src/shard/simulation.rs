@@ -188,6 +188,11 @@ enum Ev {
         node: usize,
         version: LeaseVersion,
     },
+    /// A member deletes `node`'s Lease, long expired at `version`.
+    DeleteExpired {
+        node: usize,
+        version: LeaseVersion,
+    },
 }
 
 #[derive(Debug, Default, Clone)]
@@ -215,6 +220,8 @@ pub(crate) struct Report {
     pub rejoins: usize,
     /// Finalizers of expired Leases removed by other members.
     pub finalizers_dropped: usize,
+    /// Long expired Leases deleted by other members.
+    pub expired_deleted: usize,
     pub reads: usize,
     pub writes: usize,
     pub gains: usize,
@@ -242,6 +249,7 @@ impl Report {
         self.deletions += other.deletions;
         self.rejoins += other.rejoins;
         self.finalizers_dropped += other.finalizers_dropped;
+        self.expired_deleted += other.expired_deleted;
         self.reads += other.reads;
         self.writes += other.writes;
         self.gains += other.gains;
@@ -334,6 +342,23 @@ impl Store {
         });
         self.push(node, at, kept);
         true
+    }
+
+    /// Deletes the node's Lease if it is still at `version` (the deletion's
+    /// precondition) and carries no finalizer.
+    fn delete_expired(&mut self, node: usize, at: Duration, version: LeaseVersion) -> bool {
+        let Some(stored) = self.current(node) else { return false };
+        if stored.lease.version != version || stored.finalizer {
+            return false;
+        }
+        self.revision += 1;
+        self.push(node, at, None);
+        true
+    }
+
+    /// Whether the node's Lease is stored at `version` without its finalizer.
+    fn unfinalized_at(&self, node: usize, version: LeaseVersion) -> bool {
+        self.current(node).is_some_and(|stored| !stored.finalizer && stored.lease.version == version)
     }
 
     /// Whether the node's Lease carries its finalizer at `version`.
@@ -654,11 +679,17 @@ impl Sim {
                     let snapshot = self.store.snapshot(self.now.saturating_sub(staleness));
                     self.input(node, |member, now| member.observe(&snapshot, now));
                     self.drop_expired_finalizers(node);
+                    self.delete_long_expired(node);
                 }
             }
             Ev::DropFinalizer { node, version } => {
                 if self.store.drop_finalizer(node, self.now, version) {
                     self.report.finalizers_dropped += 1;
+                }
+            }
+            Ev::DeleteExpired { node, version } => {
+                if self.store.delete_expired(node, self.now, version) {
+                    self.report.expired_deleted += 1;
                 }
             }
             Ev::Commit { node, seq, lease } => {
@@ -718,6 +749,20 @@ impl Sim {
             if self.store.finalized_at(owner, version) {
                 let at = self.now + self.rng.between(Duration::ZERO, self.config.max_write_latency);
                 self.schedule(at, Ev::DropFinalizer { node: owner, version });
+            }
+        }
+    }
+
+    /// As the shell does after a read: deletes every other Lease the member
+    /// judges long expired, if it is still at the version judged and its
+    /// finalizer is gone.
+    fn delete_long_expired(&mut self, node: usize) {
+        let now = self.local(node);
+        for (holder, version) in self.nodes[node].member.long_expired_leases(now) {
+            let Some(owner) = holder.strip_prefix("sidecar-").and_then(|i| i.parse::<usize>().ok()) else { continue };
+            if self.store.unfinalized_at(owner, version) {
+                let at = self.now + self.rng.between(Duration::ZERO, self.config.max_write_latency);
+                self.schedule(at, Ev::DeleteExpired { node: owner, version });
             }
         }
     }
@@ -794,7 +839,7 @@ fn print(name: &str, config: &Config, r: &Report) {
         "{name}: {} runs of {} members over {:?}: safety violations {}, liveness violations {}, movement violations {}; \
          max takeover {:?} (bound {:?}); moved per change x N: max {:.2}, mean {:.2} over {} changes; \
          {} crashes, {} pauses ({} longer than the lease), {} partitions, {} joins, {} leaves, {} Leases deleted \
-         ({} members joined again, {} finalizers of expired Leases dropped); \
+         ({} members joined again, {} finalizers of expired Leases dropped, {} long expired Leases deleted); \
          {} reads, {} writes, {} gains; first violation: {:?}",
         r.runs,
         config.members,
@@ -816,6 +861,7 @@ fn print(name: &str, config: &Config, r: &Report) {
         r.deletions,
         r.rejoins,
         r.finalizers_dropped,
+        r.expired_deleted,
         r.reads,
         r.writes,
         r.gains,
@@ -833,6 +879,7 @@ fn no_slot_should_ever_be_held_by_two_members_and_every_slot_should_be_held_agai
     assert_eq!(report.liveness_violations, 0, "{:?}", report.first_violation);
     assert_eq!(report.movement_violations, 0, "{:?}", report.first_violation);
     assert!(report.crashes + report.pauses + report.partitions > 0);
+    assert!(report.expired_deleted > 0, "crashed members' Leases are deleted once long expired");
 }
 
 /// Leases of running members deleted by hand. Each carries a finalizer, so

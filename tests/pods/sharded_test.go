@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -112,6 +113,20 @@ func TestShardedReplicasShareTheUsersAndTakeOverADeadOne(t *testing.T) {
 		t.Fatalf("%d pods after the replacement, want %d", len(members), shardReplicas)
 	}
 	logShares(t, "with the replacement", settledShares(t, members))
+	// Expired for a further lease duration, the dead replica's Lease is
+	// deleted by the others: pods come and go under new names, and nothing
+	// else would delete it.
+	deadline := stopped.Add(2*leaseDuration + 120*time.Second)
+	for {
+		_, err := kube.CoordinationV1().Leases(namespace).Get(ctx, shardGroup+"-"+victim, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's Lease is still there %s after it died (err %v)", victim, time.Since(stopped).Round(time.Second), err)
+		}
+		time.Sleep(time.Second)
+	}
 	joined := createUsers(t, "rejoined", 10)
 	allReconciled(t, joined, 120*time.Second)
 	t.Logf("%d Users created after the replacement joined, all reconciled", len(joined))
