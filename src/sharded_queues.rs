@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use crate::informer::{ShardBy, SharedInformer};
 use crate::metrics::ShardMetrics;
@@ -90,6 +90,13 @@ pub async fn follow_shards(
             ShardEvent::Effect(Effect::HandedOver(took)) => {
                 metrics.handover_seconds.observe(took.as_secs_f64());
                 info!(seconds = took.as_secs_f64(), "shard handover to this replica complete");
+            }
+            ShardEvent::Effect(Effect::TermGap(late)) => {
+                metrics.term_gaps.inc();
+                warn!(
+                    late_seconds = late.as_secs_f64(),
+                    "a renewal of the shard Lease was acknowledged after the term had ended; every slot is revoked and checked again"
+                );
             }
         }
     }

@@ -61,7 +61,7 @@ impl Replica {
                     ShardEvent::Effect(Effect::Revoke(slots)) => {
                         let _ = ended_tx.send(slots);
                     }
-                    ShardEvent::Effect(Effect::Gained(_) | Effect::HandedOver(_)) => {}
+                    ShardEvent::Effect(Effect::Gained(_) | Effect::HandedOver(_) | Effect::TermGap(_)) => {}
                 }
             }
         });

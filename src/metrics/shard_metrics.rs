@@ -1,4 +1,4 @@
-//! What sharding does on this replica: the slots it owns, the slots it gains and gives up, the keys that moved with them, and how long each handover to it took.
+//! What sharding does on this replica: the slots it owns, the slots it gains and gives up, the keys that moved with them, how long each handover to it took, and its term gaps.
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
@@ -19,6 +19,8 @@ pub struct ShardMetrics {
     pub keys_unparked: Counter,
     /// How long each handover of slots to this replica took.
     pub handover_seconds: Histogram,
+    /// Renewals acknowledged after the term had ended.
+    pub term_gaps: Counter,
 }
 
 impl Default for ShardMetrics {
@@ -32,6 +34,7 @@ impl Default for ShardMetrics {
             // 0.25 s to about 68 min: a join is a few renew rounds, a crash
             // the lease duration and more.
             handover_seconds: Histogram::new(exponential_buckets(0.25, 2.0, 15)),
+            term_gaps: Counter::default(),
         }
     }
 }
@@ -69,6 +72,12 @@ impl ShardMetrics {
             "How long each handover of shard slots to this replica took: from when their old owner last renewed \
              its Lease (a crash) or the join or leave was seen, to when this replica may grant from all of them",
             metrics.handover_seconds.clone(),
+        );
+        registry.register(
+            "workqueue_sidecar_shard_term_gaps",
+            "Renewals of this replica's shard Lease acknowledged after its term had ended (a pause, a slow or \
+             unreachable API server): each time every slot was revoked and had to be checked again",
+            metrics.term_gaps.clone(),
         );
         metrics
     }

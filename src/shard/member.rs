@@ -48,6 +48,11 @@ pub enum Effect {
     /// the old owner's Lease was last renewed, for a crash; when this member
     /// saw the join or the leave, otherwise).
     HandedOver(Duration),
+    /// A renewal was acknowledged this long after the term it would have
+    /// extended had ended (a pause, a slow or unreachable API server): a
+    /// new term chain starts, and every held slot is revoked and checked
+    /// again.
+    TermGap(Duration),
 }
 
 /// A write of the member's own Lease to send; answer with
@@ -655,6 +660,9 @@ impl Member {
         if chained {
             self.term_end = self.term_end.max(Some(new_end));
             return;
+        }
+        if let Some(ended) = self.term_end {
+            self.effects.push(Effect::TermGap(now.saturating_duration_since(ended)));
         }
         self.term_end = Some(new_end);
         let mut recheck = std::mem::take(&mut self.held);

@@ -317,12 +317,14 @@ fn a_member_waking_from_a_pause_should_grant_nothing_until_it_checked_its_slots_
     let mut store = Store::default();
     let mut a = lone_holder(&mut store, t0);
     a.take_effects();
-    // Paused from t0 + 1 s to t0 + 30 s: the term ended at t0 + 11 s.
+    // Paused from t0 + 1 s to t0 + 30 s: the term, from the write sent at
+    // t0 (no renewal was due at t0 + 1 s), ended at t0 + 10 s.
     let wake = t0 + secs(30);
     assert!(a.grant(wake).is_none());
     assert!(store.write(&mut a, wake));
     assert!(a.grant(wake).is_none(), "a renewal after a gap does not restore the slots");
-    assert_eq!(a.take_effects(), vec![Effect::Revoke(SlotSet::FULL)]);
+    let gap = Effect::TermGap(secs(20));
+    assert_eq!(a.take_effects(), vec![gap, Effect::Revoke(SlotSet::FULL)], "acknowledged 20 s after the term ended");
     a.observe(&store.snapshot(), wake);
     assert_eq!(a.grant(wake).map(|g| g.slots), Some(SlotSet::FULL), "no one else claims them");
 }

@@ -562,7 +562,7 @@ impl Sim {
         for effect in self.nodes[node].member.take_effects() {
             match effect {
                 Effect::Gained(_) => self.report.gains += 1,
-                Effect::HandedOver(_) => {}
+                Effect::HandedOver(_) | Effect::TermGap(_) => {}
                 Effect::Revoke(slots) => {
                     if !self.rng.chance(self.config.no_hand_back) {
                         let at = self.now + self.rng.between(Duration::ZERO, self.config.max_hand_back);
