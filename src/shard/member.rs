@@ -115,8 +115,9 @@ struct InFlight {
 struct Seen {
     lease: Arc<ObservedLease>,
     since: Instant,
-    /// The first read without it, once deleted: its member may have renewed
-    /// unseen just before, so its term may run `term_bound` past this.
+    /// The first read without it, once deleted: unless the version last read
+    /// had expired by then, its member may have renewed unseen just before,
+    /// so its term may run `term_bound` past this.
     gone_since: Option<Instant>,
 }
 
@@ -125,6 +126,11 @@ impl Seen {
     fn expires(&self, settings: &ShardSettings) -> Instant {
         let by_version = self.expires_by_version();
         match self.gone_since {
+            // Gone after the version last read had expired: only a version
+            // without the finalizer goes, that is one its member left or one
+            // judged expired, so no renewal came since (short of a finalizer
+            // removed by hand). Deleted as a long expired Lease, say.
+            Some(gone) if gone >= by_version => by_version,
             Some(gone) => by_version.max(gone.checked_add(settings.term_bound()).unwrap_or(gone)),
             None => by_version,
         }
@@ -133,15 +139,6 @@ impl Seen {
     /// From when the version last read is expired.
     fn expires_by_version(&self) -> Instant {
         self.since.checked_add(self.lease.record.lease_duration).unwrap_or(self.since)
-    }
-
-    /// Whether it went from the reads after its version last read had
-    /// expired (a long expired Lease deleted by another member, say). Its
-    /// claims are kept as `expires` says, since its member may have renewed
-    /// unseen before it went, but its member is not counted live again:
-    /// that would move slots to a member this one already saw dead.
-    fn went_after_expiring(&self) -> bool {
-        self.gone_since.is_some_and(|gone| gone >= self.expires_by_version())
     }
 }
 
@@ -368,6 +365,15 @@ impl Member {
         std::mem::take(&mut self.effects)
     }
 
+    /// Whether the version of `lease` last read is expired as of `instant`,
+    /// by this member's clock, whether or not the Lease is gone since.
+    fn expired_by_version(&self, lease: &ObservedLease, instant: Instant) -> bool {
+        if self.fault == Fault::NeverExpire {
+            return false;
+        }
+        self.seen.get(&lease.record.holder).is_some_and(|seen| instant >= seen.expires_by_version())
+    }
+
     /// Whether `lease` is expired as of `instant`, by this member's clock.
     fn expired(&self, lease: &ObservedLease, instant: Instant) -> bool {
         if self.fault == Fault::NeverExpire {
@@ -432,10 +438,12 @@ impl Member {
         let leases: Vec<Arc<ObservedLease>> = self.seen.values().map(|seen| seen.lease.clone()).collect();
         let others = || leases.iter();
 
-        let went_after_expiring =
-            |l: &ObservedLease| self.seen.get(&l.record.holder).is_some_and(Seen::went_after_expiring);
+        // Live members: those whose version last read has not expired. A
+        // Lease gone from the reads keeps its claims a while longer (its
+        // member may have renewed unseen), but its member is not counted
+        // live for that: slots assigned to it would wait for nothing.
         let mut view: Vec<MemberId> = others()
-            .filter(|l| !l.record.leaving && !self.expired(l, now) && !went_after_expiring(l))
+            .filter(|l| !l.record.leaving && !self.expired_by_version(l, now))
             .map(|l| l.record.holder.clone())
             .collect();
         if !self.leaving {
@@ -446,7 +454,9 @@ impl Member {
             // The change began when the last of the members it lost by
             // expiry renewed, or now, for a join or a leave.
             let began = others()
-                .filter(|l| !l.record.leaving && self.view.contains(&l.record.holder) && self.expired(l, now))
+                .filter(|l| {
+                    !l.record.leaving && self.view.contains(&l.record.holder) && self.expired_by_version(l, now)
+                })
                 .filter_map(|l| self.seen.get(&l.record.holder).map(|seen| seen.since))
                 .max()
                 .unwrap_or(now);
