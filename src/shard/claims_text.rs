@@ -136,18 +136,14 @@ mod tests {
     use crate::shard::{Assignment, MemberId};
     use proptest::prelude::*;
 
-    fn set(indexes: &[usize]) -> SlotSet {
-        indexes.iter().filter_map(|i| Slot::new(*i)).collect()
-    }
-
     #[test]
     fn runs_should_be_written_as_gaps_and_lengths() {
         // Runs 0-2, 9, 40-41, 4095: (0, 2), (6, 0), (30, 1), (4053, 0).
         // 4053 = 21 + 30·32 + 3·1024: 'V' (21) + 32 = '1', 'e' (30) + 32 = '-', 'D'.
-        assert_eq!(set(&[0, 1, 2, 9, 40, 41, 4095]).to_claims_text(), "v2:ACGAeB1-DA");
+        assert_eq!(SlotSet::of(&[0, 1, 2, 9, 40, 41, 4095]).to_claims_text(), "v2:ACGAeB1-DA");
         assert_eq!(SlotSet::EMPTY.to_claims_text(), "");
         assert_eq!(SlotSet::FULL.to_claims_text(), "v2:A__D");
-        assert_eq!(set(&[0, 1, 2, 9, 40, 41, 4095]).to_ranges_text(), "0-2,9,40-41,4095");
+        assert_eq!(SlotSet::of(&[0, 1, 2, 9, 40, 41, 4095]).to_ranges_text(), "0-2,9,40-41,4095");
     }
 
     #[test]
@@ -180,7 +176,7 @@ mod tests {
     proptest! {
         #[test]
         fn any_set_should_read_back_as_itself(indexes in proptest::collection::vec(0..SLOTS, 0..600)) {
-            let mine = set(&indexes);
+            let mine = SlotSet::of(&indexes);
             prop_assert_eq!(SlotSet::parse_claims_text(&mine.to_claims_text()), Ok(mine));
         }
     }

@@ -356,14 +356,9 @@ impl Store {
         true
     }
 
-    /// Whether the node's Lease is stored at `version` without its finalizer.
-    fn unfinalized_at(&self, node: usize, version: LeaseVersion) -> bool {
-        self.current(node).is_some_and(|stored| !stored.finalizer && stored.lease.version == version)
-    }
-
-    /// Whether the node's Lease carries its finalizer at `version`.
-    fn finalized_at(&self, node: usize, version: LeaseVersion) -> bool {
-        self.current(node).is_some_and(|stored| stored.finalizer && stored.lease.version == version)
+    /// Whether the node's Lease, if stored at `version`, carries its finalizer.
+    fn finalizer_at(&self, node: usize, version: LeaseVersion) -> Option<bool> {
+        self.current(node).filter(|stored| stored.lease.version == version).map(|stored| stored.finalizer)
     }
 
     /// The Leases as of real time `at`.
@@ -678,8 +673,7 @@ impl Sim {
                     let staleness = self.rng.between(Duration::ZERO, self.config.max_staleness);
                     let snapshot = self.store.snapshot(self.now.saturating_sub(staleness));
                     self.input(node, |member, now| member.observe(&snapshot, now));
-                    self.drop_expired_finalizers(node);
-                    self.delete_long_expired(node);
+                    self.tidy_expired(node);
                 }
             }
             Ev::DropFinalizer { node, version } => {
@@ -741,29 +735,29 @@ impl Sim {
     }
 
     /// As the shell does after a read: removes the finalizer of every other
-    /// Lease the member judges expired, if it is still at the version judged.
-    fn drop_expired_finalizers(&mut self, node: usize) {
+    /// Lease the member judges expired, and deletes those it judges long
+    /// expired once their finalizer is gone, each only if the Lease is still
+    /// at the version judged.
+    fn tidy_expired(&mut self, node: usize) {
         let now = self.local(node);
-        for (holder, version) in self.nodes[node].member.expired_leases(now) {
-            let Some(owner) = holder.strip_prefix("sidecar-").and_then(|i| i.parse::<usize>().ok()) else { continue };
-            if self.store.finalized_at(owner, version) {
-                let at = self.now + self.rng.between(Duration::ZERO, self.config.max_write_latency);
-                self.schedule(at, Ev::DropFinalizer { node: owner, version });
-            }
-        }
-    }
-
-    /// As the shell does after a read: deletes every other Lease the member
-    /// judges long expired, if it is still at the version judged and its
-    /// finalizer is gone.
-    fn delete_long_expired(&mut self, node: usize) {
-        let now = self.local(node);
-        for (holder, version) in self.nodes[node].member.long_expired_leases(now) {
-            let Some(owner) = holder.strip_prefix("sidecar-").and_then(|i| i.parse::<usize>().ok()) else { continue };
-            if self.store.unfinalized_at(owner, version) {
-                let at = self.now + self.rng.between(Duration::ZERO, self.config.max_write_latency);
-                self.schedule(at, Ev::DeleteExpired { node: owner, version });
-            }
+        let member = &self.nodes[node].member;
+        let expired = member.expired_leases(now).into_iter().map(|judged| (judged, true));
+        let long_expired = member.long_expired_leases(now).into_iter().map(|judged| (judged, false));
+        let writes: Vec<Ev> = expired
+            .chain(long_expired)
+            .filter_map(|((holder, version), finalized)| {
+                let owner = holder.strip_prefix("sidecar-").and_then(|i| i.parse::<usize>().ok())?;
+                let write = if finalized {
+                    Ev::DropFinalizer { node: owner, version }
+                } else {
+                    Ev::DeleteExpired { node: owner, version }
+                };
+                (self.store.finalizer_at(owner, version) == Some(finalized)).then_some(write)
+            })
+            .collect();
+        for write in writes {
+            let at = self.now + self.rng.between(Duration::ZERO, self.config.max_write_latency);
+            self.schedule(at, write);
         }
     }
 

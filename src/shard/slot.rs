@@ -158,6 +158,14 @@ impl SlotSet {
     }
 }
 
+#[cfg(test)]
+impl SlotSet {
+    /// The set of these slot indexes (those below `SLOTS`).
+    pub(crate) fn of(indexes: &[usize]) -> SlotSet {
+        indexes.iter().filter_map(|i| Slot::new(*i)).collect()
+    }
+}
+
 impl FromIterator<Slot> for SlotSet {
     fn from_iter<I: IntoIterator<Item = Slot>>(iter: I) -> Self {
         let mut set = SlotSet::EMPTY;
@@ -172,10 +180,6 @@ impl FromIterator<Slot> for SlotSet {
 mod tests {
     use super::*;
     use crate::shard::hash::shard_hash;
-
-    fn set(indexes: &[usize]) -> SlotSet {
-        indexes.iter().filter_map(|i| Slot::new(*i)).collect()
-    }
 
     #[test]
     fn a_hash_should_fall_in_the_slot_of_its_top_bits() {
@@ -196,7 +200,7 @@ mod tests {
 
     #[test]
     fn adjacent_slots_should_merge_into_one_range_and_gaps_split_them() {
-        let ranges = set(&[1, 2, 3, 7]).hash_ranges();
+        let ranges = SlotSet::of(&[1, 2, 3, 7]).hash_ranges();
         assert_eq!(ranges.len(), 2);
         assert_eq!(ranges[0], HashRange { start: 1 << 52, end: 4 << 52 });
         assert_eq!(ranges[1].selector("f"), "shardRange(f, '0x0070000000000000', '0x0080000000000000')");
@@ -204,7 +208,7 @@ mod tests {
 
     #[test]
     fn a_slot_set_and_its_ranges_should_agree_on_every_object_hash() {
-        let mine = set(&[0, 5, 6, 100, 4095]);
+        let mine = SlotSet::of(&[0, 5, 6, 100, 4095]);
         let ranges = mine.hash_ranges();
         for i in 0..20_000 {
             let hash = shard_hash(&format!("uid-{i}"));
@@ -214,11 +218,11 @@ mod tests {
 
     #[test]
     fn set_operations_should_work_word_by_word() {
-        let a = set(&[1, 64, 65]);
-        let b = set(&[64, 200]);
-        assert_eq!(a.union(&b), set(&[1, 64, 65, 200]));
-        assert_eq!(a.intersection(&b), set(&[64]));
-        assert_eq!(a.difference(&b), set(&[1, 65]));
+        let a = SlotSet::of(&[1, 64, 65]);
+        let b = SlotSet::of(&[64, 200]);
+        assert_eq!(a.union(&b), SlotSet::of(&[1, 64, 65, 200]));
+        assert_eq!(a.intersection(&b), SlotSet::of(&[64]));
+        assert_eq!(a.difference(&b), SlotSet::of(&[1, 65]));
         assert!(a.intersects(&b));
         assert_eq!(a.len(), 3);
         assert!(SlotSet::EMPTY.is_empty());
