@@ -368,18 +368,19 @@ impl Member {
     /// Whether the version of `lease` last read is expired as of `instant`,
     /// by this member's clock, whether or not the Lease is gone since.
     fn expired_by_version(&self, lease: &ObservedLease, instant: Instant) -> bool {
-        if self.fault == Fault::NeverExpire {
-            return false;
-        }
-        self.seen.get(&lease.record.holder).is_some_and(|seen| instant >= seen.expires_by_version())
+        self.expired_as(lease, instant, Seen::expires_by_version)
     }
 
     /// Whether `lease` is expired as of `instant`, by this member's clock.
     fn expired(&self, lease: &ObservedLease, instant: Instant) -> bool {
-        if self.fault == Fault::NeverExpire {
-            return false;
-        }
-        self.seen.get(&lease.record.holder).is_some_and(|seen| instant >= seen.expires(&self.settings))
+        self.expired_as(lease, instant, |seen| seen.expires(&self.settings))
+    }
+
+    /// Whether `instant` is at or past the expiry `expires` gives for what
+    /// this member saw of `lease` (never, under the `NeverExpire` fault).
+    fn expired_as(&self, lease: &ObservedLease, instant: Instant, expires: impl Fn(&Seen) -> Instant) -> bool {
+        self.fault != Fault::NeverExpire
+            && self.seen.get(&lease.record.holder).is_some_and(|seen| instant >= expires(seen))
     }
 
     /// Whether a Lease gone from the reads can no longer matter: expired as
