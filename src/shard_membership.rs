@@ -18,9 +18,12 @@
 //! hide its claims from anyone while its member may grant from them: the
 //! Lease stays, marked, until its member has handed everything over and
 //! left (then it lets the Lease go and joins again under a new one), or
-//! until another member judged it expired and removed the finalizer. A
-//! Lease expired for a further lease duration, its member crashed or gone,
-//! is deleted by the other members (which needs `delete` on leases).
+//! until another member judged it expired and removed the finalizer. That
+//! member also writes the write it judged in annotation
+//! [`EXPIRED_ANNOTATION`], so members that read the Lease later (one that
+//! just joined, say) need not wait a lease duration of their own. A Lease
+//! expired for a further lease duration, its member crashed or gone, is
+//! deleted by the other members (which needs `delete` on leases).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -48,6 +51,10 @@ pub const MEMBER_ANNOTATION: &str = "workqueue-sidecar.io/shard-member";
 pub const CLAIMS_ANNOTATION: &str = "workqueue-sidecar.io/shard-claims";
 /// A new value on each of the member's own writes ([`WriteId`]).
 pub const WRITE_ANNOTATION: &str = "workqueue-sidecar.io/shard-write";
+/// The write ([`WriteId`]) another member judged expired; it names a write
+/// the member's next renewal replaces, so a mark is never taken for a
+/// renewed Lease.
+pub const EXPIRED_ANNOTATION: &str = "workqueue-sidecar.io/shard-expired";
 /// Holds a member's Lease, claims and all, through a deletion until the
 /// member has left or its Lease expired.
 pub const FINALIZER: &str = "workqueue-sidecar.io/shard-member";
@@ -103,8 +110,8 @@ enum RoundError {
     List(#[source] kube::Error),
     #[error("writing Lease {name}: {source}")]
     Write { name: String, source: kube::Error },
-    #[error("removing the finalizer of the expired Lease {name}: {source}")]
-    DropFinalizer { name: String, source: kube::Error },
+    #[error("marking the Lease {name} expired: {source}")]
+    MarkExpired { name: String, source: kube::Error },
     #[error("deleting the long expired Lease {name}: {source}")]
     Delete { name: String, source: kube::Error },
     #[error("the API server answered resourceVersion {0:?}, which is not a number")]
@@ -225,7 +232,7 @@ impl Membership {
             self.view.publish(self.member.assignment().clone());
         }
         self.write_if_due().await?;
-        self.drop_expired_finalizers(&stored).await?;
+        self.mark_expired(&stored).await?;
         self.delete_long_expired(&stored).await
     }
 
@@ -245,23 +252,34 @@ impl Membership {
         Ok((Snapshot { revision, leases }, stored))
     }
 
-    /// Removes [`FINALIZER`] from the Leases the member judges expired, on
-    /// condition they are still at the version judged: nothing can be
-    /// granted under them any more, and a crashed member's Lease must not
-    /// hold up a deletion (of its namespace, say) for ever. The member's
-    /// next write, should it come back, puts the finalizer back.
-    async fn drop_expired_finalizers(&self, stored: &BTreeMap<MemberId, Lease>) -> Result<(), RoundError> {
+    /// Marks the Leases the member judges expired so ([`EXPIRED_ANNOTATION`])
+    /// and removes their [`FINALIZER`], on condition they are still at the
+    /// version judged: nothing can be granted under them any more, members
+    /// that read the mark need not wait to see it, and a crashed member's
+    /// Lease must not hold up a deletion (of its namespace, say) for ever.
+    /// The member's next write, should it come back, puts the finalizer back
+    /// and carries a write the mark does not name.
+    async fn mark_expired(&self, stored: &BTreeMap<MemberId, Lease>) -> Result<(), RoundError> {
         for (holder, version) in self.member.expired_leases(Instant::now()) {
-            let Some(lease) = stored.get(&holder).filter(|l| has_finalizer(l)) else { continue };
+            let Some(lease) = stored.get(&holder) else { continue };
+            let write = lease.metadata.annotations.as_ref().and_then(|a| a.get(WRITE_ANNOTATION)).cloned();
+            // A Lease without a write id (an older release's) cannot be
+            // marked: only its finalizer goes.
+            if write.is_none() && !has_finalizer(lease) {
+                continue;
+            }
             let Some(name) = name_at(lease, version) else { continue };
-            let mut released = lease.clone();
-            released.metadata.finalizers = None;
+            let mut marked = lease.clone();
+            marked.metadata.finalizers = None;
+            if let Some(write) = write {
+                marked.metadata.annotations.get_or_insert_default().insert(EXPIRED_ANNOTATION.to_owned(), write);
+            }
             // The resourceVersion read makes the write conditional on it.
-            match self.api.replace(name, &PostParams::default(), &released).await {
-                Ok(_) => info!(lease = %name, "removed the finalizer of an expired shard Lease"),
+            match self.api.replace(name, &PostParams::default(), &marked).await {
+                Ok(_) => info!(lease = %name, "marked a shard Lease expired (its finalizer removed)"),
                 // Written since: its member is back, or another member was first.
                 Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => {}
-                Err(source) => return Err(RoundError::DropFinalizer { name: name.to_owned(), source }),
+                Err(source) => return Err(RoundError::MarkExpired { name: name.to_owned(), source }),
             }
         }
         Ok(())
@@ -418,9 +436,13 @@ fn observed(lease: &Lease) -> Option<ObservedLease> {
     let leaving = spec.holder_identity.as_deref().is_none_or(str::is_empty);
     let seconds = spec.lease_duration_seconds.and_then(|s| u64::try_from(s).ok()).unwrap_or(0);
     let write = annotations.get(WRITE_ANNOTATION).and_then(|text| WriteId::parse_annotation(text));
+    // A mark counts only for the write it names: one left from before a
+    // renewal (or written by hand) says nothing of the current write.
+    let judged = annotations.get(EXPIRED_ANNOTATION).and_then(|text| WriteId::parse_annotation(text));
+    let judged_expired = write.is_some() && judged == write;
     let record = LeaseRecord { holder: member, write, lease_duration: Duration::from_secs(seconds), claims, leaving };
     let deleting = lease.metadata.deletion_timestamp.is_some();
-    Some(ObservedLease { version: LeaseVersion(version), record, deleting })
+    Some(ObservedLease { version: LeaseVersion(version), record, deleting, judged_expired })
 }
 
 #[cfg(test)]
@@ -470,6 +492,22 @@ mod tests {
             let lease = lease_with(&[(MEMBER_ANNOTATION, "pod-a"), (WRITE_ANNOTATION, bad)], Some("pod-a"), "5");
             assert_eq!(observed(&lease).unwrap().record.write, None, "{bad:?} is no write id");
         }
+    }
+
+    #[test]
+    fn an_expiry_mark_should_count_only_for_the_write_it_names() {
+        let judged = |mark: Option<&str>| {
+            let mut annotations = vec![(MEMBER_ANNOTATION, "pod-a"), (WRITE_ANNOTATION, "00000000000000ab-7")];
+            annotations.extend(mark.map(|mark| (EXPIRED_ANNOTATION, mark)));
+            observed(&lease_with(&annotations, Some("pod-a"), "5")).unwrap().judged_expired
+        };
+        assert!(judged(Some("00000000000000ab-7")), "the current write judged expired");
+        assert!(!judged(None), "no mark");
+        assert!(!judged(Some("00000000000000ab-6")), "a mark left from before a renewal");
+        assert!(!judged(Some("00000000000000cd-7")), "a mark of another incarnation");
+        assert!(!judged(Some("x")), "a mark that does not parse");
+        let without_write = [(MEMBER_ANNOTATION, "pod-a"), (EXPIRED_ANNOTATION, "00000000000000ab-7")];
+        assert!(!observed(&lease_with(&without_write, Some("pod-a"), "5")).unwrap().judged_expired, "no write id");
     }
 
     #[test]

@@ -20,7 +20,9 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use workqueue_sidecar::shard::{Effect, Grant, ShardSettings, SlotSet};
-use workqueue_sidecar::shard_membership::{CLAIMS_ANNOTATION, FINALIZER, Membership, MembershipSettings, ShardEvent};
+use workqueue_sidecar::shard_membership::{
+    CLAIMS_ANNOTATION, EXPIRED_ANNOTATION, FINALIZER, Membership, MembershipSettings, ShardEvent, WRITE_ANNOTATION,
+};
 
 const TIMINGS: ShardSettings = ShardSettings {
     lease_duration: Duration::from_secs(3),
@@ -182,13 +184,25 @@ async fn k8s_replicas_should_share_every_slot_once_and_take_over_a_crashed_one()
     c.crash();
     let takeover = covered(&[a, b], Duration::from_secs(30)).await;
     println!("c crashed: its slots granted again after {takeover:?} (lease duration {:?})", TIMINGS.lease_duration);
-    // Expired, c's Lease must not hold up a deletion: a or b removes its finalizer.
+    // Expired, c's Lease must not hold up a deletion: a or b removes its
+    // finalizer, and in the same write marks the write it judged expired.
     let leases = ns.api::<Lease>();
     let crashed = Instant::now();
-    while has_finalizer(&leases.get("users-c").await.unwrap()) {
+    let marked = loop {
+        let lease = leases.get("users-c").await.unwrap();
+        if !has_finalizer(&lease) {
+            break lease;
+        }
         assert!(crashed.elapsed() < Duration::from_secs(30), "nobody removed the finalizer of c's expired Lease");
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    };
+    let annotations = marked.metadata.annotations.unwrap_or_default();
+    assert!(annotations.contains_key(WRITE_ANNOTATION), "c's Lease carries its last write id");
+    assert_eq!(
+        annotations.get(EXPIRED_ANNOTATION),
+        annotations.get(WRITE_ANNOTATION),
+        "c's Lease is marked judged expired at its last write"
+    );
 
     b.stop.send_replace(true);
     let handover = covered(&[a], Duration::from_secs(30)).await;

@@ -93,6 +93,9 @@ pub(crate) enum Fault {
     /// Take a Lease whose deletion was asked for as gone at once, claims and
     /// all: its member may still be granting from its slots.
     IgnoreDeletingLeases,
+    /// Keep a Lease judged expired after its member renewed it: the member
+    /// is back, granting, and its claims go unseen.
+    KeepJudgementAcrossRenewal,
 }
 
 /// A number no other `Member` (in this process, or likely in any other)
@@ -119,6 +122,9 @@ struct Seen {
     /// had expired by then, its member may have renewed unseen just before,
     /// so its term may run `term_bound` past this.
     gone_since: Option<Instant>,
+    /// The first read of this write marked as judged expired by another
+    /// member: its member's term had ended by then.
+    judged_since: Option<Instant>,
 }
 
 impl Seen {
@@ -136,9 +142,11 @@ impl Seen {
         }
     }
 
-    /// From when the version last read is expired.
+    /// From when the version last read is expired: a lease duration after
+    /// it was first read, or once read as judged expired by another member.
     fn expires_by_version(&self) -> Instant {
-        self.since.checked_add(self.lease.record.lease_duration).unwrap_or(self.since)
+        let unchanged_for_duration = self.since.checked_add(self.lease.record.lease_duration).unwrap_or(self.since);
+        self.judged_since.map_or(unchanged_for_duration, |judged| judged.min(unchanged_for_duration))
     }
 }
 
@@ -273,13 +281,15 @@ impl Member {
         next
     }
 
-    /// The other Leases, as last read, that are expired as of `now`, with
-    /// the version judged: nothing can be granted under them any more, so
-    /// their finalizers may go (only if the Lease is still at that version).
+    /// The other Leases, as last read, that are expired as of `now` and not
+    /// yet marked so, with the version judged: nothing can be granted under
+    /// them any more, so they may be marked judged expired and their
+    /// finalizers may go (only if the Lease is still at that version).
     pub fn expired_leases(&self, now: Instant) -> Vec<(MemberId, LeaseVersion)> {
         self.seen
             .iter()
-            .filter(|(_, seen)| seen.gone_since.is_none() && now >= seen.expires(&self.settings))
+            .filter(|(_, seen)| seen.gone_since.is_none() && !seen.lease.judged_expired && !seen.lease.record.leaving)
+            .filter(|(_, seen)| now >= seen.expires(&self.settings))
             .map(|(holder, seen)| (holder.clone(), seen.lease.version))
             .collect()
     }
@@ -411,15 +421,20 @@ impl Member {
                 continue;
             }
             // Unchanged, or changed by someone else's write (a deletion
-            // asked for, a finalizer removed): no renewal since.
-            let since = match self.seen.get(&lease.record.holder) {
-                Some(seen) if seen.lease.version == lease.version => seen.since,
-                Some(seen) if seen.lease.record.write.is_some() && seen.lease.record.write == lease.record.write => {
-                    seen.since
-                }
-                _ => now,
+            // asked for, a finalizer removed, marked judged expired): no
+            // renewal since.
+            let unrenewed = self.seen.get(&lease.record.holder).filter(|seen| {
+                seen.lease.version == lease.version
+                    || (seen.lease.record.write.is_some() && seen.lease.record.write == lease.record.write)
+            });
+            let since = unrenewed.map_or(now, |seen| seen.since);
+            let judged_before = match self.fault {
+                Fault::KeepJudgementAcrossRenewal => self.seen.get(&lease.record.holder),
+                _ => unrenewed,
             };
-            seen.insert(lease.record.holder.clone(), Seen { lease: lease.clone(), since, gone_since: None });
+            let judged_since = judged_before.and_then(|seen| seen.judged_since).or(lease.judged_expired.then_some(now));
+            let last = Seen { lease: lease.clone(), since, gone_since: None, judged_since };
+            seen.insert(lease.record.holder.clone(), last);
         }
         // A Lease last read while being deleted is gone for good once it is
         // gone: its finalizer held it until its member had left or another

@@ -34,7 +34,7 @@ impl Store {
         let version = LeaseVersion(self.revision);
         self.leases.insert(
             write.record.holder.clone(),
-            Arc::new(ObservedLease { version, record: write.record, deleting: false }),
+            Arc::new(ObservedLease { version, record: write.record, deleting: false, judged_expired: false }),
         );
         member.write_succeeded(write.seq, version, now);
         true
@@ -47,6 +47,15 @@ impl Store {
         let version = LeaseVersion(self.revision);
         let lease = self.leases.get_mut(holder).expect("a Lease to delete");
         *lease = Arc::new(ObservedLease { version, deleting: true, ..(**lease).clone() });
+    }
+
+    /// Another member judged `holder`'s Lease expired: it marks it so (and
+    /// drops its finalizer) at a new version, the member's write unchanged.
+    fn mark_expired(&mut self, holder: &str) {
+        self.revision += 1;
+        let version = LeaseVersion(self.revision);
+        let lease = self.leases.get_mut(holder).expect("a Lease to mark");
+        *lease = Arc::new(ObservedLease { version, judged_expired: true, ..(**lease).clone() });
     }
 
     /// A write, then a read, as the I/O loop would do.
@@ -421,4 +430,46 @@ fn a_long_expired_lease_deleted_should_not_bring_its_member_back() {
     assert_eq!(b.view(), [Arc::from("b")], "a, seen expired before it went, is not live again");
     assert_eq!(b.grant(t0 + secs(33)).map(|g| g.slots), Some(SlotSet::FULL), "nothing moves back to a");
     assert!(b.long_expired_leases(t0 + secs(33)).is_empty(), "a Lease gone is not deleted again");
+}
+
+#[test]
+fn a_lease_read_as_judged_expired_should_free_its_slots_at_once() {
+    let t0 = Instant::now();
+    let mut store = Store::default();
+    let _crashed = lone_holder(&mut store, t0);
+    let mut b = member("b");
+    // b joins at t0 + 10 s: by its own clock a's Lease would expire at
+    // t0 + 25 s. Another member that has watched a for longer marks it.
+    store.round(&mut b, t0 + secs(10));
+    assert!(b.expired_leases(t0 + secs(11)).iter().all(|(holder, _)| &**holder != "a"));
+    store.mark_expired("a");
+    store.round(&mut b, t0 + secs(11));
+    assert_eq!(b.view(), [Arc::from("b")], "a is not live once read as judged expired");
+    assert!(b.expired_leases(t0 + secs(11)).is_empty(), "a mark is written once");
+    store.round(&mut b, t0 + secs(12));
+    assert_eq!(b.grant(t0 + secs(12)).map(|g| g.slots), Some(SlotSet::FULL), "13 s before its own judgement");
+
+    // The mark names the write judged: gone once read, a's Lease is forgotten.
+    store.revision += 1;
+    store.leases.remove("a");
+    store.round(&mut b, t0 + secs(13));
+    assert_eq!(b.grant(t0 + secs(13)).map(|g| g.slots), Some(SlotSet::FULL));
+}
+
+#[test]
+fn a_lease_renewed_after_it_was_judged_expired_should_be_live_again() {
+    let t0 = Instant::now();
+    let mut store = Store::default();
+    let mut a = lone_holder(&mut store, t0);
+    let mut b = member("b");
+    store.round(&mut b, t0 + secs(2));
+    store.mark_expired("a");
+    store.round(&mut b, t0 + secs(3));
+    assert_eq!(b.view(), [Arc::from("b")]);
+
+    // a was paused, not dead: it renews, which is a new write.
+    store.write(&mut a, t0 + secs(4));
+    store.round(&mut b, t0 + secs(5));
+    assert_eq!(b.view(), [Arc::from("a"), Arc::from("b")], "the renewal counts; the old mark does not");
+    assert!(!b.claims().intersects(&store.leases["a"].record.claims), "a's claims stand again");
 }

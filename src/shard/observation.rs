@@ -3,8 +3,9 @@
 //! The I/O step maps `coordination.k8s.io` Leases onto these types:
 //! `holderIdentity` is the holder (empty once the member left),
 //! `leaseDurationSeconds` the duration, the resourceVersion the version,
-//! an annotation the claimed slots ([`SlotSet::to_claims_text`]), and a
-//! `deletionTimestamp` a deletion asked for.
+//! an annotation the claimed slots ([`SlotSet::to_claims_text`]), another
+//! the write judged expired by another member, and a `deletionTimestamp` a
+//! deletion asked for.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,6 +74,12 @@ pub struct ObservedLease {
     /// all, until its member has left or it expired: a deletion never hides
     /// the claims of a member that may still grant from them.
     pub deleting: bool,
+    /// Another member judged this write of the Lease expired and marked it
+    /// so, conditional on the version judged: its member's term had ended,
+    /// and it has not renewed since (a renewal is a new write, which the
+    /// mark does not name). Members that read it need not wait a lease
+    /// duration of their own.
+    pub judged_expired: bool,
 }
 
 /// Every member's Lease as of one instant of the API server: a list, or an

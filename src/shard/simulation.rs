@@ -85,6 +85,11 @@ pub(crate) struct Config {
     /// them; without, a deletion removes a Lease at once, as one whose
     /// finalizer was removed by hand.
     pub finalizers: bool,
+    /// Whether the write that removes an expired Lease's finalizer also
+    /// marks it judged expired, as the shell writes it; without, members
+    /// judge every Lease by their own clocks only (the protocol before the
+    /// marks, for comparison).
+    pub expiry_marks: bool,
     pub settings: ShardSettings,
     pub fault: Fault,
     pub rule: Rule,
@@ -107,6 +112,7 @@ impl Default for Config {
             max_pause: Duration::from_secs(40),
             delete_leases: false,
             finalizers: true,
+            expiry_marks: true,
             settings: ShardSettings::default(),
             fault: Fault::None,
             rule: Rule::Tokens,
@@ -183,8 +189,9 @@ enum Ev {
     Disrupt,
     Resume(usize),
     Heal(usize),
-    /// A member removes the finalizer of `node`'s Lease, judged expired at `version`.
-    DropFinalizer {
+    /// A member marks `node`'s Lease judged expired at `version`, and
+    /// removes its finalizer.
+    MarkExpired {
         node: usize,
         version: LeaseVersion,
     },
@@ -218,8 +225,8 @@ pub(crate) struct Report {
     pub deletions: usize,
     /// Members that left because their Lease was being deleted and joined again.
     pub rejoins: usize,
-    /// Finalizers of expired Leases removed by other members.
-    pub finalizers_dropped: usize,
+    /// Expired Leases marked so (their finalizers removed) by other members.
+    pub expired_marked: usize,
     /// Long expired Leases deleted by other members.
     pub expired_deleted: usize,
     pub reads: usize,
@@ -248,7 +255,7 @@ impl Report {
         self.leaves += other.leaves;
         self.deletions += other.deletions;
         self.rejoins += other.rejoins;
-        self.finalizers_dropped += other.finalizers_dropped;
+        self.expired_marked += other.expired_marked;
         self.expired_deleted += other.expired_deleted;
         self.reads += other.reads;
         self.writes += other.writes;
@@ -303,7 +310,7 @@ impl Store {
         let finalizer = finalizers && !lease.record.leaving;
         let deleting = self.current(node).is_some_and(|stored| stored.lease.deleting);
         let stored = (finalizer || !deleting).then(|| Stored {
-            lease: Arc::new(ObservedLease { version, record: lease.record.clone(), deleting }),
+            lease: Arc::new(ObservedLease { version, record: lease.record.clone(), deleting, judged_expired: false }),
             finalizer,
         });
         self.push(node, at, stored);
@@ -328,16 +335,21 @@ impl Store {
         self.push(node, at, marked);
     }
 
-    /// Removes the finalizer of the node's Lease if it is still at `version`
-    /// (the write's precondition): a Lease being deleted goes with it.
-    fn drop_finalizer(&mut self, node: usize, at: Duration, version: LeaseVersion) -> bool {
-        let Some(stored) = self.current(node).cloned() else { return false };
-        if stored.lease.version != version || !stored.finalizer {
+    /// Marks the node's Lease judged expired (or not, without `marks`) and
+    /// removes its finalizer, if it is still at `version` (the write's
+    /// precondition) and not marked yet: a Lease being deleted goes with it.
+    fn mark_expired(&mut self, node: usize, at: Duration, version: LeaseVersion, marks: bool) -> bool {
+        if !self.may_mark(node, version, marks) {
             return false;
         }
+        let Some(stored) = self.current(node).cloned() else { return false };
         self.revision += 1;
         let kept = (!stored.lease.deleting).then(|| Stored {
-            lease: Arc::new(ObservedLease { version: LeaseVersion(self.revision), ..(*stored.lease).clone() }),
+            lease: Arc::new(ObservedLease {
+                version: LeaseVersion(self.revision),
+                judged_expired: marks,
+                ..(*stored.lease).clone()
+            }),
             finalizer: false,
         });
         self.push(node, at, kept);
@@ -347,8 +359,7 @@ impl Store {
     /// Deletes the node's Lease if it is still at `version` (the deletion's
     /// precondition) and carries no finalizer.
     fn delete_expired(&mut self, node: usize, at: Duration, version: LeaseVersion) -> bool {
-        let Some(stored) = self.current(node) else { return false };
-        if stored.lease.version != version || stored.finalizer {
+        if !self.may_delete(node, version) {
             return false;
         }
         self.revision += 1;
@@ -356,9 +367,20 @@ impl Store {
         true
     }
 
-    /// Whether the node's Lease, if stored at `version`, carries its finalizer.
-    fn finalizer_at(&self, node: usize, version: LeaseVersion) -> Option<bool> {
-        self.current(node).filter(|stored| stored.lease.version == version).map(|stored| stored.finalizer)
+    /// Whether the node's Lease is stored at `version` and not marked
+    /// judged expired yet (with its finalizer, without `marks`).
+    fn may_mark(&self, node: usize, version: LeaseVersion, marks: bool) -> bool {
+        self.at(node, version).is_some_and(|stored| !stored.lease.judged_expired && (stored.finalizer || marks))
+    }
+
+    /// Whether the node's Lease is stored at `version` without its finalizer.
+    fn may_delete(&self, node: usize, version: LeaseVersion) -> bool {
+        self.at(node, version).is_some_and(|stored| !stored.finalizer)
+    }
+
+    /// The node's Lease, if it is stored at `version`.
+    fn at(&self, node: usize, version: LeaseVersion) -> Option<&Stored> {
+        self.current(node).filter(|stored| stored.lease.version == version)
     }
 
     /// The Leases as of real time `at`.
@@ -568,7 +590,12 @@ impl Sim {
         }
         if let Some(write) = self.nodes[node].member.next_write(now) {
             self.report.writes += 1;
-            let lease = Arc::new(ObservedLease { version: LeaseVersion(0), record: write.record, deleting: false });
+            let lease = Arc::new(ObservedLease {
+                version: LeaseVersion(0),
+                record: write.record,
+                deleting: false,
+                judged_expired: false,
+            });
             let at = self.now + self.rng.between(Duration::ZERO, self.config.max_write_latency);
             self.schedule(at, Ev::Commit { node, seq: write.seq, lease });
         }
@@ -676,9 +703,9 @@ impl Sim {
                     self.tidy_expired(node);
                 }
             }
-            Ev::DropFinalizer { node, version } => {
-                if self.store.drop_finalizer(node, self.now, version) {
-                    self.report.finalizers_dropped += 1;
+            Ev::MarkExpired { node, version } => {
+                if self.store.mark_expired(node, self.now, version, self.config.expiry_marks) {
+                    self.report.expired_marked += 1;
                 }
             }
             Ev::DeleteExpired { node, version } => {
@@ -734,25 +761,25 @@ impl Sim {
         }
     }
 
-    /// As the shell does after a read: removes the finalizer of every other
-    /// Lease the member judges expired, and deletes those it judges long
-    /// expired once their finalizer is gone, each only if the Lease is still
-    /// at the version judged.
+    /// As the shell does after a read: marks every other Lease the member
+    /// judges expired so (removing its finalizer), and deletes those it
+    /// judges long expired once their finalizer is gone, each only if the
+    /// Lease is still at the version judged.
     fn tidy_expired(&mut self, node: usize) {
         let now = self.local(node);
         let member = &self.nodes[node].member;
         let expired = member.expired_leases(now).into_iter().map(|judged| (judged, true));
         let long_expired = member.long_expired_leases(now).into_iter().map(|judged| (judged, false));
+        let marks = self.config.expiry_marks;
         let writes: Vec<Ev> = expired
             .chain(long_expired)
-            .filter_map(|((holder, version), finalized)| {
+            .filter_map(|((holder, version), mark)| {
                 let owner = holder.strip_prefix("sidecar-").and_then(|i| i.parse::<usize>().ok())?;
-                let write = if finalized {
-                    Ev::DropFinalizer { node: owner, version }
+                if mark {
+                    self.store.may_mark(owner, version, marks).then_some(Ev::MarkExpired { node: owner, version })
                 } else {
-                    Ev::DeleteExpired { node: owner, version }
-                };
-                (self.store.finalizer_at(owner, version) == Some(finalized)).then_some(write)
+                    self.store.may_delete(owner, version).then_some(Ev::DeleteExpired { node: owner, version })
+                }
             })
             .collect();
         for write in writes {
@@ -833,7 +860,7 @@ fn print(name: &str, config: &Config, r: &Report) {
         "{name}: {} runs of {} members over {:?}: safety violations {}, liveness violations {}, movement violations {}; \
          max takeover {:?} (bound {:?}); moved per change x N: max {:.2}, mean {:.2} over {} changes; \
          {} crashes, {} pauses ({} longer than the lease), {} partitions, {} joins, {} leaves, {} Leases deleted \
-         ({} members joined again, {} finalizers of expired Leases dropped, {} long expired Leases deleted); \
+         ({} members joined again, {} expired Leases marked, {} long expired Leases deleted); \
          {} reads, {} writes, {} gains; first violation: {:?}",
         r.runs,
         config.members,
@@ -854,7 +881,7 @@ fn print(name: &str, config: &Config, r: &Report) {
         r.leaves,
         r.deletions,
         r.rejoins,
-        r.finalizers_dropped,
+        r.expired_marked,
         r.expired_deleted,
         r.reads,
         r.writes,
@@ -863,9 +890,15 @@ fn print(name: &str, config: &Config, r: &Report) {
     );
 }
 
+/// `SHARD_SIM_EXPIRY_MARKS=off` runs the protocol before the marks, to
+/// compare takeovers on the same seeds.
+fn expiry_marks_from_env() -> bool {
+    std::env::var("SHARD_SIM_EXPIRY_MARKS").map_or(true, |v| v != "off")
+}
+
 #[test]
 fn no_slot_should_ever_be_held_by_two_members_and_every_slot_should_be_held_again_in_time() {
-    let config = Config::default();
+    let config = Config { expiry_marks: expiry_marks_from_env(), ..Config::default() };
     let first_seed = first_seed_from_env();
     let report = simulate(&config, first_seed, runs_from_env(6));
     print(&format!("protocol (seeds from {first_seed})"), &config, &report);
@@ -873,6 +906,7 @@ fn no_slot_should_ever_be_held_by_two_members_and_every_slot_should_be_held_agai
     assert_eq!(report.liveness_violations, 0, "{:?}", report.first_violation);
     assert_eq!(report.movement_violations, 0, "{:?}", report.first_violation);
     assert!(report.crashes + report.pauses + report.partitions > 0);
+    assert!(report.expired_marked > 0, "crashed members' Leases are judged expired");
     assert!(report.expired_deleted > 0, "crashed members' Leases are deleted once long expired");
 }
 
@@ -941,6 +975,11 @@ fn the_safety_check_should_catch_a_member_that_takes_the_slots_of_a_deleted_leas
 #[test]
 fn the_safety_check_should_catch_a_member_that_takes_the_slots_of_a_lease_being_deleted() {
     assert!(caught(Fault::IgnoreDeletingLeases, 2).safety_violations > 0);
+}
+
+#[test]
+fn the_safety_check_should_catch_a_member_that_keeps_a_lease_judged_expired_after_it_renewed() {
+    assert!(caught(Fault::KeepJudgementAcrossRenewal, 4).safety_violations > 0);
 }
 
 #[test]
