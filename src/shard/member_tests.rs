@@ -58,6 +58,12 @@ impl Store {
         *lease = Arc::new(ObservedLease { version, judged_expired: true, ..(**lease).clone() });
     }
 
+    /// `holder`'s Lease goes (deleted, its finalizer gone).
+    fn remove(&mut self, holder: &str) {
+        self.revision += 1;
+        self.leases.remove(holder).expect("a Lease to remove");
+    }
+
     /// A write, then a read, as the I/O loop would do.
     fn round(&mut self, member: &mut Member, now: Instant) {
         self.write(member, now);
@@ -197,8 +203,7 @@ fn a_deleted_lease_should_keep_its_slots_until_it_would_have_expired() {
     // b first sees a's last renewal at t0 + 2 s; then someone deletes a's
     // Lease, while a (paused, say) may still be granting.
     store.round(&mut b, t0 + secs(2));
-    store.leases.remove("a");
-    store.revision += 1;
+    store.remove("a");
     store.round(&mut b, t0 + secs(3));
     store.round(&mut b, t0 + secs(16));
     assert_eq!(b.view().len(), 2, "a is a member until its Lease would have expired");
@@ -274,8 +279,7 @@ fn a_lease_gone_after_being_read_as_deleted_should_free_its_slots_at_once() {
     a.leases_ended(&SlotSet::FULL);
     assert!(store.write(&mut a, t0 + secs(2)) && a.has_left());
     // The write that dropped the finalizer deleted the Lease.
-    store.leases.remove("a");
-    store.revision += 1;
+    store.remove("a");
     store.round(&mut b, t0 + secs(3));
     store.round(&mut b, t0 + secs(4));
     assert_eq!(b.grant(t0 + secs(4)).map(|g| g.slots), Some(SlotSet::FULL), "no wait for a term or an expiry");
@@ -424,8 +428,7 @@ fn a_long_expired_lease_deleted_should_not_bring_its_member_back() {
     let a_version = store.leases["a"].version;
     assert_eq!(b.long_expired_leases(t0 + secs(32)), vec![(Arc::from("a"), a_version)]);
 
-    store.revision += 1;
-    store.leases.remove("a");
+    store.remove("a");
     store.round(&mut b, t0 + secs(33));
     assert_eq!(b.view(), [Arc::from("b")], "a, seen expired before it went, is not live again");
     assert_eq!(b.grant(t0 + secs(33)).map(|g| g.slots), Some(SlotSet::FULL), "nothing moves back to a");
@@ -450,8 +453,7 @@ fn a_lease_read_as_judged_expired_should_free_its_slots_at_once() {
     assert_eq!(b.grant(t0 + secs(12)).map(|g| g.slots), Some(SlotSet::FULL), "13 s before its own judgement");
 
     // The mark names the write judged: gone once read, a's Lease is forgotten.
-    store.revision += 1;
-    store.leases.remove("a");
+    store.remove("a");
     store.round(&mut b, t0 + secs(13));
     assert_eq!(b.grant(t0 + secs(13)).map(|g| g.slots), Some(SlotSet::FULL));
 }
