@@ -262,9 +262,11 @@ impl Membership {
     async fn mark_expired(&self, stored: &BTreeMap<MemberId, Lease>) -> Result<(), RoundError> {
         for (holder, version) in self.member.expired_leases(Instant::now()) {
             let Some(lease) = stored.get(&holder) else { continue };
-            let write = lease.metadata.annotations.as_ref().and_then(|a| a.get(WRITE_ANNOTATION)).cloned();
-            // A Lease without a write id (an older release's) cannot be
-            // marked: only its finalizer goes.
+            // Parsed as `observed` parses it: a write id it reads as none
+            // (an older release's, or unparsable) cannot be marked, so only
+            // the finalizer goes, and is not written again every round.
+            let write = lease.metadata.annotations.as_ref().and_then(|a| a.get(WRITE_ANNOTATION));
+            let write = write.and_then(|text| WriteId::parse_annotation(text));
             if write.is_none() && !has_finalizer(lease) {
                 continue;
             }
@@ -272,7 +274,11 @@ impl Membership {
             let mut marked = lease.clone();
             marked.metadata.finalizers = None;
             if let Some(write) = write {
-                marked.metadata.annotations.get_or_insert_default().insert(EXPIRED_ANNOTATION.to_owned(), write);
+                marked
+                    .metadata
+                    .annotations
+                    .get_or_insert_default()
+                    .insert(EXPIRED_ANNOTATION.to_owned(), write.to_annotation());
             }
             // The resourceVersion read makes the write conditional on it.
             match self.api.replace(name, &PostParams::default(), &marked).await {

@@ -342,7 +342,7 @@ impl Store {
         if !self.may_mark(node, version, marks) {
             return false;
         }
-        let Some(stored) = self.current(node).cloned() else { return false };
+        let Some(stored) = self.at(node, version).cloned() else { return false };
         self.revision += 1;
         let kept = (!stored.lease.deleting).then(|| Stored {
             lease: Arc::new(ObservedLease {
