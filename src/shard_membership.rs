@@ -262,11 +262,10 @@ impl Membership {
     async fn mark_expired(&self, stored: &BTreeMap<MemberId, Lease>) -> Result<(), RoundError> {
         for (holder, version) in self.member.expired_leases(Instant::now()) {
             let Some(lease) = stored.get(&holder) else { continue };
-            // Parsed as `observed` parses it: a write id it reads as none
-            // (an older release's, or unparsable) cannot be marked, so only
-            // the finalizer goes, and is not written again every round.
-            let write = lease.metadata.annotations.as_ref().and_then(|a| a.get(WRITE_ANNOTATION));
-            let write = write.and_then(|text| WriteId::parse_annotation(text));
+            // A write id `observed` reads as none (an older release's, or
+            // unparsable) cannot be marked, so only the finalizer goes, and
+            // is not written again every round.
+            let write = lease.metadata.annotations.as_ref().and_then(annotated_write);
             if write.is_none() && !has_finalizer(lease) {
                 continue;
             }
@@ -420,6 +419,11 @@ fn name_at(lease: &Lease, version: LeaseVersion) -> Option<&str> {
     lease.metadata.name.as_deref().filter(|_| stored == Some(version.0))
 }
 
+/// The write id a Lease's annotations carry; `None` when absent or unparsable.
+fn annotated_write(annotations: &BTreeMap<String, String>) -> Option<WriteId> {
+    annotations.get(WRITE_ANNOTATION).and_then(|text| WriteId::parse_annotation(text))
+}
+
 /// A Lease of the group as the protocol sees it; `None` for one that is not
 /// a member's (no member annotation, a version that is not a number). Claims
 /// that do not parse are read as every slot, and logged.
@@ -441,7 +445,7 @@ fn observed(lease: &Lease) -> Option<ObservedLease> {
     let spec = lease.spec.as_ref()?;
     let leaving = spec.holder_identity.as_deref().is_none_or(str::is_empty);
     let seconds = spec.lease_duration_seconds.and_then(|s| u64::try_from(s).ok()).unwrap_or(0);
-    let write = annotations.get(WRITE_ANNOTATION).and_then(|text| WriteId::parse_annotation(text));
+    let write = annotated_write(annotations);
     // A mark counts only for the write it names: one left from before a
     // renewal (or written by hand) says nothing of the current write.
     let judged = annotations.get(EXPIRED_ANNOTATION).and_then(|text| WriteId::parse_annotation(text));
