@@ -55,7 +55,10 @@ QUEUE = Section(
         "default settings) against client-go's workqueue and controller-runtime's priority queue "
         "(`bench/queue-go`, Go benchmarks, `GOMAXPROCS=2`), the two sides alternating within the run. "
         "Shapes: (a) Add 1,000 keys, then Get + Done each, per key; (c) one producer and N consumers, "
-        "20,000 items, per item; (d) wake latency, from Add after the consumer parked until its Get returns, "
+        "20,000 items, per item, each consumer calling Get then Done as client-go's do; the same shape with "
+        "consumers that finish a key and take the next under one lock (`WorkQueue::finish_then_take`), as the "
+        "`Work` stream serves a worker's Finish when its window has room, ours only (client-go has no such "
+        "call; the targets are read from (c)); (d) wake latency, from Add after the consumer parked until its Get returns, "
         "the Add made from a task on the runtime as Go's benchmark makes it from a goroutine (every add in "
         "the sidecar comes from a task: a gRPC handler, an informer, the timer), and, ours only, from a "
         "thread outside the runtime (until 2026-11-26 the only shape measured), which must wake a worker "
@@ -68,6 +71,7 @@ QUEUE = Section(
     metrics=(
         Metric("a", "(a) Add + Get + Done", "µs per key"),
         Metric("c", "(c) one producer, N consumers", "µs per item"),
+        Metric("c_stream", "(c) with the Work stream's Finish-then-take, ours only", "µs per item"),
         Metric("d", "(d) wake latency", "µs"),
         Metric("e", "(e) fresh key behind a backlog", "µs", log_scale=True),
     ),

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant as StdInstant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use tokio::runtime::Runtime;
-use workqueue_sidecar::queue::{Holder, QueueSettings, Reason, ReasonKind, WorkQueue};
+use workqueue_sidecar::queue::{FinishOutcome, Holder, QueueSettings, Reason, ReasonKind, WorkQueue};
 
 fn current_thread() -> Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
@@ -76,11 +76,31 @@ fn re_add(c: &mut Criterion) {
 
 /// (c) One producer, N consumer tasks on a 2-thread runtime: time per item,
 /// from the first Add until the last Done.
+/// How the consumers of (c) end a key and take the next.
+#[derive(Clone, Copy)]
+enum Consumers {
+    /// Get, then Done: client-go's loop, two rounds on the lock per item.
+    GetDone,
+    /// Finish and take the next key under one lock, as the `Work` stream
+    /// does when a worker's Finish leaves room in its window (Get only
+    /// when nothing was ready).
+    FinishThenTake,
+}
+
 fn producer_consumers(c: &mut Criterion) {
+    for (group, shape) in [
+        ("c_one_producer_n_consumers", Consumers::GetDone),
+        ("c_stream_one_producer_n_consumers", Consumers::FinishThenTake),
+    ] {
+        producer_consumers_as(c, group, shape);
+    }
+}
+
+fn producer_consumers_as(c: &mut Criterion, group: &str, shape: Consumers) {
     let rt = multi_thread();
     const ITEMS: usize = 20_000;
     let keys = Arc::new(keys(ITEMS));
-    let mut group = c.benchmark_group("c_one_producer_n_consumers");
+    let mut group = c.benchmark_group(group);
     group.throughput(Throughput::Elements(ITEMS as u64));
     group.sample_size(20);
     for consumers in [1usize, 2, 4, 8] {
@@ -90,7 +110,7 @@ fn producer_consumers(c: &mut Criterion) {
                 async move {
                     let mut total = Duration::ZERO;
                     for _ in 0..iters {
-                        total += one_producer_run(&keys, consumers).await;
+                        total += one_producer_run(&keys, consumers, shape).await;
                     }
                     total
                 }
@@ -100,7 +120,7 @@ fn producer_consumers(c: &mut Criterion) {
     group.finish();
 }
 
-async fn one_producer_run(keys: &Arc<Vec<Arc<str>>>, consumers: usize) -> Duration {
+async fn one_producer_run(keys: &Arc<Vec<Arc<str>>>, consumers: usize, shape: Consumers) -> Duration {
     let q: WorkQueue<Arc<str>> = WorkQueue::new("bench", QueueSettings::default()).unwrap();
     let processed = Arc::new(AtomicUsize::new(0));
     let all_done = Arc::new(tokio::sync::Notify::new());
@@ -109,10 +129,36 @@ async fn one_producer_run(keys: &Arc<Vec<Arc<str>>>, consumers: usize) -> Durati
             let (q, processed, all_done, total) = (q.clone(), processed.clone(), all_done.clone(), keys.len());
             tokio::spawn(async move {
                 let holder: Holder = Arc::from(format!("w{w}"));
-                while let Ok(lease) = q.get(&holder, None).await {
-                    q.done(&lease.key, lease.token).unwrap();
+                let count = || {
                     if processed.fetch_add(1, Ordering::Relaxed) + 1 == total {
                         all_done.notify_one();
+                    }
+                };
+                match shape {
+                    Consumers::GetDone => {
+                        while let Ok(lease) = q.get(&holder, None).await {
+                            q.done(&lease.key, lease.token).unwrap();
+                            count();
+                        }
+                    }
+                    Consumers::FinishThenTake => {
+                        let mut next = q.get(&holder, None).await.ok();
+                        while let Some(lease) = next {
+                            let (finished, mut taken) = q.finish_then_take(
+                                &lease.key,
+                                lease.token,
+                                FinishOutcome::Success,
+                                &holder,
+                                None,
+                                |_| 1,
+                            );
+                            finished.unwrap();
+                            count();
+                            next = match taken.pop() {
+                                Some(lease) => Some(lease),
+                                None => q.get(&holder, None).await.ok(),
+                            };
+                        }
                     }
                 }
             })

@@ -181,6 +181,12 @@ async fn run(
 }
 
 /// The answer to a Finish: its result as a code and message.
+/// Whether a Finish with this result gives the lease's credit back: it was
+/// applied, or the lease was no longer current.
+fn frees_credit(result: &Result<(), QueueError>) -> bool {
+    matches!(result, Ok(()) | Err(QueueError::StaleToken { .. }))
+}
+
 fn finish_ack(key: String, token: u64, result: Result<(), ApiError>) -> work_response::Kind {
     let (code, message) = match result {
         Ok(()) => (Code::Ok, String::new()),
@@ -322,8 +328,12 @@ impl Session {
                     deferred.push(step);
                     return Ok(());
                 }
-                let result = self.finish(&finish);
-                self.answer_finish(finish.key, finish.token, result).await
+                let (result, leases) = self.finish(&finish);
+                self.answer_finish(finish.key, finish.token, result).await?;
+                for lease in leases {
+                    self.push_lease(lease, deferred).await?;
+                }
+                Ok(())
             }
             Some(work_request::Kind::Extend(extend)) => {
                 let extended = match self.extend(&extend) {
@@ -358,17 +368,30 @@ impl Session {
         send(&self.tx, finish_ack(key, token, result)).await
     }
 
-    fn finish(&mut self, finish: &work_request::Finish) -> Result<(), ApiError> {
-        let key = validate::key("finish.key", &finish.key)?;
-        let token = validate::token(finish.token)?;
-        let outcome = convert::finish_outcome(finish.outcome.clone().map(Into::into))?;
-        let result = self.queue.finish(key, token, outcome);
-        if matches!(result, Ok(()) | Err(QueueError::StaleToken { .. })) {
+    /// Applies a Finish and, under the same lock, takes the keys the window
+    /// has room for once it is applied: with keys waiting, a worker's Finish
+    /// brings its next lease without a second round on the queue's lock.
+    fn finish(&mut self, finish: &work_request::Finish) -> (Result<(), ApiError>, Vec<Lease<Arc<str>>>) {
+        let parsed = validate::key("finish.key", &finish.key).and_then(|key| {
+            let token = validate::token(finish.token)?;
+            Ok((key, token, convert::finish_outcome(finish.outcome.clone().map(Into::into))?))
+        });
+        let (key, token, outcome) = match parsed {
+            Ok(parsed) => parsed,
+            Err(err) => return (Err(err), Vec::new()),
+        };
+        let (window, held) = (self.window as usize, self.held.len());
+        let finishing = usize::from(self.held.contains_key(&token));
+        let (result, leases) = self.queue.finish_then_take(key, token, outcome, &self.holder, self.ttl, |result| {
+            let held = if frees_credit(result) { held - finishing } else { held };
+            window.saturating_sub(held)
+        });
+        if frees_credit(&result) {
             // Either way the lease is no longer this stream's: its credit
             // comes back (for an ended lease, only now: the worker heard).
             self.held.remove(&token);
         }
-        result.map_err(ApiError::from)
+        (result.map_err(ApiError::from), leases)
     }
 
     fn extend(&mut self, extend: &work_request::Extend) -> Result<crate::queue::LeaseRenewal, ApiError> {

@@ -280,13 +280,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         ttl: Option<Duration>,
     ) -> Result<Option<Vec<Lease<K>>>, QueueError> {
         self.with_state(|state, now| {
-            let mut leases = Vec::new();
-            while leases.len() < max {
-                match state.grant(holder, ttl, now) {
-                    Some(lease) => leases.push(lease),
-                    None => break,
-                }
-            }
+            let leases = grant_up_to(state, holder, max, ttl, now);
             if !leases.is_empty() {
                 Ok(Some(leases))
             } else if state.is_shutting_down() {
@@ -313,6 +307,31 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         Q: Hash + Eq + ?Sized,
     {
         self.with_state(|state, now| state.finish(key, token, outcome, now))
+    }
+
+    /// `Finish`, then up to `take(&result)` ready keys for `holder`, under
+    /// one lock: a worker that finishes a key and has room for another gets
+    /// it without a second round on the lock (the `Work` stream, whose
+    /// window decides the number once it knows whether the finish freed a
+    /// place). Takes nothing while the queue shuts down.
+    pub fn finish_then_take<Q>(
+        &self,
+        key: &Q,
+        token: LeaseToken,
+        outcome: FinishOutcome,
+        holder: &Holder,
+        ttl: Option<Duration>,
+        take: impl FnOnce(&Result<(), QueueError>) -> usize,
+    ) -> (Result<(), QueueError>, Vec<Lease<K>>)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.with_state(|state, now| {
+            let finished = state.finish(key, token, outcome, now);
+            let max = take(&finished);
+            (finished, grant_up_to(state, holder, max, ttl, now))
+        })
     }
 
     /// `Extend`: pushes the lease's deadline to now plus `ttl` (or the default).
@@ -555,6 +574,24 @@ impl<K: Clone + Eq + Hash> Shared<K> {
         }
         result
     }
+}
+
+/// Grants up to `max` ready keys to `holder`, in the queue's order.
+fn grant_up_to<K: Clone + Eq + Hash>(
+    state: &mut QueueState<K>,
+    holder: &Holder,
+    max: usize,
+    ttl: Option<Duration>,
+    now: Instant,
+) -> Vec<Lease<K>> {
+    let mut leases = Vec::new();
+    while leases.len() < max {
+        match state.grant(holder, ttl, now) {
+            Some(lease) => leases.push(lease),
+            None => break,
+        }
+    }
+    leases
 }
 
 /// Counts a worker as waiting for a ready key while it lives.

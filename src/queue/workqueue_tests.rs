@@ -327,6 +327,48 @@ async fn finish_success_should_forget_and_release() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn finish_then_take_should_end_the_lease_and_grant_the_next_keys_in_order() {
+    let q = queue();
+    for (key, priority) in [("a", 0), ("b", 0), ("c", 5), ("d", 0)] {
+        add(&q, key, priority);
+    }
+    let lease = take(&q).unwrap();
+    assert_eq!(lease.key, "c");
+    let mut asked = None;
+    let (finished, next) = q.finish_then_take("c", lease.token, FinishOutcome::Success, &worker("w"), None, |result| {
+        asked = Some(result.is_ok());
+        2
+    });
+    assert_eq!((finished, asked), (Ok(()), Some(true)), "the take is sized after the finish, knowing it applied");
+    assert_eq!(next.iter().map(|l| l.key.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+    for granted in &next {
+        let phase = q.key_status(&granted.key).phase;
+        assert!(matches!(&phase, KeyPhase::Held { holder, .. } if &**holder == "w"), "held by the finisher: {phase:?}");
+    }
+    assert_eq!(q.key_status("c").phase, KeyPhase::Absent, "c's lease ended");
+    assert_eq!(take_key(&q).as_deref(), Some("d"), "no more than asked");
+}
+
+#[tokio::test(start_paused = true)]
+async fn finish_then_take_should_size_the_take_by_a_refused_finish_and_take_nothing_at_shutdown() {
+    let q = queue();
+    add(&q, "a", 0);
+    add(&q, "b", 0);
+    let lease = take(&q).unwrap();
+    let stale = LeaseToken::new(lease.token.get() + 1000).unwrap();
+    let (finished, next) = q
+        .finish_then_take("a", stale, FinishOutcome::Success, &worker("w"), None, |result| usize::from(result.is_ok()));
+    assert!(matches!(finished, Err(QueueError::StaleToken { .. })), "{finished:?}");
+    assert!(next.is_empty(), "the refused finish freed no place, and the take was sized so");
+    assert!(q.is_current("a", lease.token), "a is still held");
+
+    q.shut_down();
+    let (finished, next) = q.finish_then_take("a", lease.token, FinishOutcome::Success, &worker("w"), None, |_| 1);
+    assert_eq!(finished, Ok(()), "a lease may still be finished while the queue shuts down");
+    assert!(next.is_empty(), "nothing is granted while the queue shuts down");
+}
+
+#[tokio::test(start_paused = true)]
 async fn finish_retry_should_back_off_and_keep_the_error() {
     let q = queue();
     add(&q, "a", 4);
