@@ -124,6 +124,13 @@ impl Checker {
         self.replicas.lock().unwrap().push(replica.clone());
     }
 
+    /// Starts a replica of group `users` through `client`, watched.
+    fn start_replica(&self, client: &kube::Client, namespace: &str, name: &str) -> Arc<Replica> {
+        let replica = Arc::new(Replica::start(client, namespace, "users", name));
+        self.watch(&replica);
+        replica
+    }
+
     fn overlaps(&self) -> Vec<String> {
         self.overlaps.lock().unwrap().clone()
     }
@@ -157,10 +164,7 @@ async fn k8s_replicas_should_share_every_slot_once_and_take_over_a_crashed_one()
     let ns = TestNamespace::create(&client, "shard-membership").await;
     let checker = Checker::start();
     let replicas: Vec<Arc<Replica>> =
-        ["a", "b", "c"].iter().map(|name| Arc::new(Replica::start(&client, ns.name(), "users", name))).collect();
-    for replica in &replicas {
-        checker.watch(replica);
-    }
+        ["a", "b", "c"].iter().map(|name| checker.start_replica(&client, ns.name(), name)).collect();
     let (a, b, c) = (&replicas[0], &replicas[1], &replicas[2]);
 
     let start_up = covered(&[a, b, c], Duration::from_secs(30)).await;
@@ -248,10 +252,8 @@ async fn k8s_a_deleted_lease_should_not_free_the_slots_of_its_running_replica() 
     let client = control_plane::client().await;
     let ns = TestNamespace::create(&client, "shard-deleted").await;
     let checker = Checker::start();
-    let a = Arc::new(Replica::start(&client, ns.name(), "users", "a"));
-    let b = Arc::new(Replica::start(&client, ns.name(), "users", "b"));
-    checker.watch(&a);
-    checker.watch(&b);
+    let a = checker.start_replica(&client, ns.name(), "a");
+    let b = checker.start_replica(&client, ns.name(), "b");
     covered(&[&a, &b], Duration::from_secs(30)).await;
     let a_share = a.granting(Instant::now());
 
@@ -298,12 +300,9 @@ async fn k8s_an_expired_lease_with_a_write_id_that_does_not_parse_should_be_writ
     let checker = Checker::start();
     let (a_client, a_log) = request_log::client(&client);
     let (b_client, b_log) = request_log::client(&client);
-    let a = Arc::new(Replica::start(&a_client, ns.name(), "users", "a"));
-    let b = Arc::new(Replica::start(&b_client, ns.name(), "users", "b"));
-    let c = Arc::new(Replica::start(&client, ns.name(), "users", "c"));
-    for replica in [&a, &b, &c] {
-        checker.watch(replica);
-    }
+    let a = checker.start_replica(&a_client, ns.name(), "a");
+    let b = checker.start_replica(&b_client, ns.name(), "b");
+    let c = checker.start_replica(&client, ns.name(), "c");
     covered(&[&a, &b, &c], Duration::from_secs(30)).await;
 
     c.crash();
