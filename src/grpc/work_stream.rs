@@ -180,13 +180,13 @@ async fn run(
     session.serve(&mut inbound).await
 }
 
-/// The answer to a Finish: its result as a code and message.
 /// Whether a Finish with this result gives the lease's credit back: it was
 /// applied, or the lease was no longer current.
 fn frees_credit(result: &Result<(), QueueError>) -> bool {
     matches!(result, Ok(()) | Err(QueueError::StaleToken { .. }))
 }
 
+/// The answer to a Finish: its result as a code and message.
 fn finish_ack(key: String, token: u64, result: Result<(), ApiError>) -> work_response::Kind {
     let (code, message) = match result {
         Ok(()) => (Code::Ok, String::new()),
