@@ -106,6 +106,18 @@ stop_sidecar() {
   SIDECAR_PID=""
 }
 
+# stop_pid PID: SIGTERM, then SIGKILL if it has not exited within 20 s.
+stop_pid() {
+  local pid="$1" i
+  kill "$pid" 2>/dev/null || return 0
+  for ((i = 0; i < 400; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  kill -0 "$pid" 2>/dev/null && { log "process $pid did not exit within 20 s of SIGTERM; killing it"; kill -9 "$pid" 2>/dev/null; }
+  wait "$pid" 2>/dev/null || true
+}
+
 # summary SECTION FILE: the figures of FILE as the report shows them (median
 # (min-max) per figure and program, then the section's targets).
 summary() { python3 bench/report/render.py --summary "$1" --raw "$2"; }

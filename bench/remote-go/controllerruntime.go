@@ -33,7 +33,7 @@ type controllerRuntimeSide struct {
 
 func (*controllerRuntimeSide) program() string { return "controller-runtime" }
 
-func (s *controllerRuntimeSide) start(ctx context.Context, o options, config *rest.Config, rec *recorder) error {
+func (s *controllerRuntimeSide) start(ctx context.Context, o options, config *rest.Config, rec observer) error {
 	ctrllog.SetLogger(logr.FromSlogHandler(slog.Default().Handler()))
 	mgr, err := manager.New(config, manager.Options{
 		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{o.namespace: {}}},

@@ -8,14 +8,19 @@
 //
 //	remote-go -kubeconfig FILE -namespace NS controller-runtime
 //	remote-go -kubeconfig FILE -namespace NS -sidecar 127.0.0.1:PORT -queue cms sidecar
+//	remote-go -kubeconfig FILE -namespace NS -stamps FILE serve controller-runtime|sidecar [-sidecar ADDR]
 //	remote-go -kubeconfig FILE -namespace NS -stamps FILE -program NAME stamps
 //	remote-go -kubeconfig FILE -namespace NS cleanup
 //
 // The stamps mode only creates and measures: the reconciler is another
-// process (bench/kopf's Python worker or kopf operator) that appends a line
-// per reconcile to the -stamps file (see stampsSide); its result line gives
-// this program's own memory and CPU as creator_rss_kib and creator_cpu_s,
-// since they are the creator's alone.
+// process (bench/kopf's Python worker or kopf operator, or this program in
+// the serve mode) that appends a line per reconcile to the -stamps file (see
+// stampsSide); its result line gives this program's own memory and CPU as
+// creator_rss_kib and creator_cpu_s, since they are the creator's alone.
+// The serve mode runs one of the two reconcilers alone, writing that file,
+// until SIGTERM: bench/remote measures each side so, its creator in a
+// process of its own, and reads the reconciling processes' CPU and memory
+// apart from the creator's.
 //
 // -cpuprofile FILE writes a CPU profile of a successful run (go tool pprof).
 // Its samples carry the label part=side (the reconciling side: the sidecar's
@@ -99,13 +104,13 @@ func main() {
 	}
 	ctx := context.Background()
 	switch mode := flag.Arg(0); mode {
-	case "controller-runtime":
-		err = measure(ctx, o, config, &controllerRuntimeSide{})
-	case "sidecar":
-		if o.sidecar == "" {
-			fail(fmt.Errorf("sidecar mode needs -sidecar"))
+	case "controller-runtime", "sidecar":
+		err = measure(ctx, o, config, inProcess{reconcilerFor(mode, o)})
+	case "serve":
+		if o.stamps == "" {
+			fail(fmt.Errorf("serve mode needs -stamps"))
 		}
-		err = measure(ctx, o, config, &sidecarSide{target: o.sidecar, queue: o.queue})
+		err = serve(ctx, o, config, reconcilerFor(flag.Arg(1), o))
 	case "stamps":
 		if o.stamps == "" || o.program == "" {
 			fail(fmt.Errorf("stamps mode needs -stamps and -program"))
@@ -114,17 +119,18 @@ func main() {
 	case "cleanup":
 		err = cleanup(ctx, config, o.namespace)
 	default:
-		err = fmt.Errorf("usage: remote-go [flags] controller-runtime|sidecar|stamps|cleanup")
+		err = fmt.Errorf("usage: remote-go [flags] controller-runtime|sidecar|serve controller-runtime|serve sidecar|stamps|cleanup")
 	}
 	if err != nil {
 		fail(err)
 	}
 }
 
-// side is the reconciling half of a run. start returns once the side is
-// running (its own notion of started: caches synced, stream dialled); the
-// side tells rec when it queued an object's event (queuedAt) and when it
-// reconciled it (observe); stop ends it.
+// side is the reconciling half of a run, as measure sees it: a reconciler
+// in this process (inProcess), or one in another process whose reconciles
+// arrive through a stamps file (stampsSide). start returns once the side is
+// running (its own notion of started: caches synced, stream dialled); stop
+// ends it.
 type side interface {
 	program() string
 	start(ctx context.Context, o options, config *rest.Config, rec *recorder) error
@@ -132,6 +138,46 @@ type side interface {
 	// run (e.g. which queue controller-runtime used).
 	describe() string
 	stop() error
+}
+
+// reconciler is a reconciling side that runs in this process: the sidecar's
+// Go worker or controller-runtime. It tells rec when it queued an object's
+// event (queuedAt) and when it reconciled it (observe): rec is the recorder
+// when this process also measures, a stampWriter in the serve mode.
+type reconciler interface {
+	program() string
+	start(ctx context.Context, o options, config *rest.Config, rec observer) error
+	describe() string
+	stop() error
+}
+
+// observer is what a reconciler reports to.
+type observer interface {
+	queuedAt(name string, at time.Time)
+	observe(name string)
+}
+
+// inProcess measures a reconciler in this process, beside the creator.
+type inProcess struct{ reconciler }
+
+func (p inProcess) start(ctx context.Context, o options, config *rest.Config, rec *recorder) error {
+	return p.reconciler.start(ctx, o, config, rec)
+}
+
+// reconcilerFor is the reconciler a mode names; it fails the program for
+// any other name.
+func reconcilerFor(name string, o options) reconciler {
+	switch name {
+	case "controller-runtime":
+		return &controllerRuntimeSide{}
+	case "sidecar":
+		if o.sidecar == "" {
+			fail(fmt.Errorf("the sidecar reconciler needs -sidecar"))
+		}
+		return &sidecarSide{target: o.sidecar, queue: o.queue}
+	}
+	fail(fmt.Errorf("no reconciler called %q (controller-runtime or sidecar)", name))
+	return nil
 }
 
 // measure is one run, the same for both sides.

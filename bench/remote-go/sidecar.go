@@ -24,7 +24,7 @@ type sidecarSide struct {
 
 func (*sidecarSide) program() string { return "workqueue-sidecar" }
 
-func (s *sidecarSide) start(ctx context.Context, o options, _ *rest.Config, rec *recorder) error {
+func (s *sidecarSide) start(ctx context.Context, o options, _ *rest.Config, rec observer) error {
 	dialCtx, cancelDial := context.WithTimeout(ctx, 30*time.Second)
 	defer cancelDial()
 	client, err := workqueue.Dial(dialCtx, s.target, workqueue.WithWorkerName("bench-remote"))

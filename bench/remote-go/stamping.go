@@ -16,7 +16,7 @@ import (
 // server's part, as the sidecar's enqueued_at stamp does on the other side.
 type stampingHandler struct {
 	inner handler.EventHandler
-	rec   *recorder
+	rec   observer
 }
 
 type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]

@@ -298,7 +298,8 @@ REMOTE = Section(
         Metric("create", "creating alone", "s"),
         Metric("latency", "Create sent to first reconcile", "ms"),
         Metric("dispatch", "event queued to first reconcile", "ms"),
-        Metric("cpu", "CPU time of the run's processes", "s"),
+        Metric("cpu", "CPU time of the reconciling processes", "s"),
+        Metric("creator_cpu", "CPU time of the creator's process (counted on neither side)", "s"),
         Metric("rss", "memory", "MiB"),
     ),
     targets=(
