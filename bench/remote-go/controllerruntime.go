@@ -46,7 +46,7 @@ func (s *controllerRuntimeSide) start(ctx context.Context, o options, config *re
 		return err
 	}
 	noop := reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
-		rec.observe(req.Name)
+		rec.Observe(req.Name)
 		return reconcile.Result{}, nil
 	})
 	// What For(&ConfigMap{}) would do (controller-runtime's own

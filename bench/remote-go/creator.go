@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,20 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"workqueue-sidecar/bench/remote-go/internal/stamps"
 )
-
-const objectPrefix = "cm-"
-
-func objectName(i int) string { return fmt.Sprintf("%s%05d", objectPrefix, i) }
-
-func objectIndex(name string) (int, bool) {
-	digits, ok := strings.CutPrefix(name, objectPrefix)
-	if !ok {
-		return 0, false
-	}
-	i, err := strconv.Atoi(digits)
-	return i, err == nil && i >= 0
-}
 
 // creator writes the run's ConfigMaps from several goroutines at once, with
 // its own client, identical in both modes.
@@ -87,9 +74,9 @@ func (c *creator) create(ctx context.Context, n int, rec *recorder) error {
 					return
 				}
 				rec.createSent(i)
-				_, err := c.client.CoreV1().ConfigMaps(c.namespace).Create(ctx, c.configMap(objectName(i)), metav1.CreateOptions{})
+				_, err := c.client.CoreV1().ConfigMaps(c.namespace).Create(ctx, c.configMap(stamps.ObjectName(i)), metav1.CreateOptions{})
 				if err != nil {
-					cancel(fmt.Errorf("create %s/%s: %w", c.namespace, objectName(i), err))
+					cancel(fmt.Errorf("create %s/%s: %w", c.namespace, stamps.ObjectName(i), err))
 					return
 				}
 				rec.createReturned(i)

@@ -1,35 +1,25 @@
-// Command remote-go is both sides of bench/remote (issue 8 part 2, "the
-// remote cost"): a no-op reconciler on ConfigMaps, either in-process with
-// controller-runtime or as a remote worker of a running workqueue-sidecar
-// through the Go client's Work stream. Both modes share the creator and the
-// measurement, so the only difference is where the queue lives. bench/kopf
-// uses the same creator and measurement for reconcilers in other processes
-// (the stamps mode).
+// Command remote-go is the controller-runtime side of bench/remote (issue 8
+// part 2, "the remote cost"), and the creator and measurement of both sides:
+// a no-op reconciler on ConfigMaps in-process with controller-runtime (the
+// serve mode), against the same reconciler as a remote worker of a running
+// workqueue-sidecar (bench/remote-go/worker, a program of its own). Each
+// reconciler runs alone and appends a line per reconcile to a stamps file;
+// the stamps mode, in another process, creates the objects and follows that
+// file, so the creator and the measurement are the same code for both sides
+// and are counted on neither. bench/kopf uses the stamps mode for its
+// Python reconcilers too.
 //
-//	remote-go -kubeconfig FILE -namespace NS controller-runtime
-//	remote-go -kubeconfig FILE -namespace NS -sidecar 127.0.0.1:PORT -queue cms sidecar
-//	remote-go -kubeconfig FILE -namespace NS -stamps FILE serve controller-runtime|sidecar [-sidecar ADDR]
+//	remote-go -kubeconfig FILE -namespace NS -stamps FILE serve
 //	remote-go -kubeconfig FILE -namespace NS -stamps FILE -program NAME stamps
 //	remote-go -kubeconfig FILE -namespace NS cleanup
 //
-// The stamps mode only creates and measures: the reconciler is another
-// process (bench/kopf's Python worker or kopf operator, or this program in
-// the serve mode) that appends a line per reconcile to the -stamps file (see
-// stampsSide); its result line gives this program's own memory and CPU as
+// The stamps mode's result line gives this program's own memory and CPU as
 // creator_rss_kib and creator_cpu_s, since they are the creator's alone.
-// The serve mode runs one of the two reconcilers alone, writing that file,
-// until SIGTERM: bench/remote measures each side so, its creator in a
-// process of its own, and reads the reconciling processes' CPU and memory
-// apart from the creator's.
 //
-// -cpuprofile FILE writes a CPU profile of a successful run (go tool pprof).
-// Its samples carry the label part=side (the reconciling side: the sidecar's
-// Go client or the controller-runtime manager, and what they start) or
-// part=creator (the objects' creator), so one side's share can be read apart:
-// go tool pprof -tagfocus part=side FILE. Goroutines that neither started
-// (the runtime's GC workers, timer callbacks) carry no label.
+// -cpuprofile FILE writes a CPU profile of the process (go tool pprof): in
+// the serve mode, of the controller-runtime reconciler.
 //
-// A run: start the reconciling side, prove it is live end to end (a probe
+// A run of the stamps mode: prove the side is live end to end (a probe
 // ConfigMap must be reconciled), create -objects ConfigMaps from -creators
 // goroutines, wait until each has been reconciled once, print one line:
 //
@@ -64,8 +54,6 @@ type options struct {
 	workers    int
 	creators   int
 	timeout    time.Duration
-	sidecar    string
-	queue      string
 	stamps     string
 	program    string
 }
@@ -78,9 +66,7 @@ func main() {
 	flag.IntVar(&o.workers, "workers", 4, "reconciles at once (MaxConcurrentReconciles, or Run's concurrency)")
 	flag.IntVar(&o.creators, "creators", 8, "goroutines creating ConfigMaps")
 	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long to wait for every key's first reconcile")
-	flag.StringVar(&o.sidecar, "sidecar", "", "sidecar mode: the sidecar's gRPC address (127.0.0.1:PORT or a unix socket path)")
-	flag.StringVar(&o.queue, "queue", "cms", "sidecar mode: the queue whose primary informer watches the namespace's ConfigMaps")
-	flag.StringVar(&o.stamps, "stamps", "", "stamps mode: the file the reconciler process appends its reconciles to")
+	flag.StringVar(&o.stamps, "stamps", "", "the file the reconciler appends its reconciles to (serve) or that the measurement follows (stamps)")
 	flag.StringVar(&o.program, "program", "", "stamps mode: the reconciler's name in the result line")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	flag.Parse()
@@ -104,13 +90,11 @@ func main() {
 	}
 	ctx := context.Background()
 	switch mode := flag.Arg(0); mode {
-	case "controller-runtime", "sidecar":
-		err = measure(ctx, o, config, inProcess{reconcilerFor(mode, o)})
 	case "serve":
 		if o.stamps == "" {
 			fail(fmt.Errorf("serve mode needs -stamps"))
 		}
-		err = serve(ctx, o, config, reconcilerFor(flag.Arg(1), o))
+		err = serve(ctx, o, config)
 	case "stamps":
 		if o.stamps == "" || o.program == "" {
 			fail(fmt.Errorf("stamps mode needs -stamps and -program"))
@@ -119,7 +103,7 @@ func main() {
 	case "cleanup":
 		err = cleanup(ctx, config, o.namespace)
 	default:
-		err = fmt.Errorf("usage: remote-go [flags] controller-runtime|sidecar|serve controller-runtime|serve sidecar|stamps|cleanup")
+		err = fmt.Errorf("usage: remote-go [flags] serve|stamps|cleanup")
 	}
 	if err != nil {
 		fail(err)
@@ -127,83 +111,30 @@ func main() {
 }
 
 // side is the reconciling half of a run, as measure sees it: a reconciler
-// in this process (inProcess), or one in another process whose reconciles
-// arrive through a stamps file (stampsSide). start returns once the side is
-// running (its own notion of started: caches synced, stream dialled); stop
-// ends it.
+// in another process whose reconciles arrive through a stamps file
+// (stampsSide). start returns once the side is being followed; stop ends it.
 type side interface {
 	program() string
 	start(ctx context.Context, o options, config *rest.Config, rec *recorder) error
-	// describe is extra key=value fields for the result line, read after the
-	// run (e.g. which queue controller-runtime used).
+	// describe is extra key=value fields for the result line, read after the run.
 	describe() string
 	stop() error
-}
-
-// reconciler is a reconciling side that runs in this process: the sidecar's
-// Go worker or controller-runtime. It tells rec when it queued an object's
-// event (queuedAt) and when it reconciled it (observe): rec is the recorder
-// when this process also measures, a stampWriter in the serve mode.
-type reconciler interface {
-	program() string
-	start(ctx context.Context, o options, config *rest.Config, rec observer) error
-	describe() string
-	stop() error
-}
-
-// observer is what a reconciler reports to.
-type observer interface {
-	queuedAt(name string, at time.Time)
-	observe(name string)
-}
-
-// inProcess measures a reconciler in this process, beside the creator.
-type inProcess struct{ reconciler }
-
-func (p inProcess) start(ctx context.Context, o options, config *rest.Config, rec *recorder) error {
-	return p.reconciler.start(ctx, o, config, rec)
-}
-
-// reconcilerFor is the reconciler a mode names; it fails the program for
-// any other name.
-func reconcilerFor(name string, o options) reconciler {
-	switch name {
-	case "controller-runtime":
-		return &controllerRuntimeSide{}
-	case "sidecar":
-		if o.sidecar == "" {
-			fail(fmt.Errorf("the sidecar reconciler needs -sidecar"))
-		}
-		return &sidecarSide{target: o.sidecar, queue: o.queue}
-	}
-	fail(fmt.Errorf("no reconciler called %q (controller-runtime or sidecar)", name))
-	return nil
 }
 
 // measure is one run, the same for both sides.
 func measure(ctx context.Context, o options, config *rest.Config, s side) error {
 	rec := newRecorder(o.objects, probeName)
-	// Goroutines inherit their creator's profile labels: everything the side
-	// starts is part=side, the creator's client and goroutines part=creator.
-	var err error
-	pprof.Do(ctx, pprof.Labels("part", "side"), func(ctx context.Context) {
-		err = s.start(ctx, o, config, rec)
-	})
-	if err != nil {
+	if err := s.start(ctx, o, config, rec); err != nil {
 		return fmt.Errorf("%s: start: %w", s.program(), err)
 	}
-	pprof.Do(ctx, pprof.Labels("part", "creator"), func(ctx context.Context) {
-		var c *creator
-		if c, err = newCreator(config, o.namespace, o.creators); err != nil {
-			return
-		}
-		if err = c.probe(ctx, probeName, rec.probeSeen, time.Minute); err != nil {
-			err = fmt.Errorf("%s: not reconciling: %w", s.program(), err)
-			return
-		}
-		err = c.create(ctx, o.objects, rec)
-	})
+	c, err := newCreator(config, o.namespace, o.creators)
 	if err != nil {
+		return err
+	}
+	if err := c.probe(ctx, probeName, rec.probeSeen, time.Minute); err != nil {
+		return fmt.Errorf("%s: not reconciling: %w", s.program(), err)
+	}
+	if err := c.create(ctx, o.objects, rec); err != nil {
 		return err
 	}
 	timer := time.NewTimer(o.timeout)
@@ -216,13 +147,9 @@ func measure(ctx context.Context, o options, config *rest.Config, s side) error 
 	rss, cpu := selfRSSKiB(), selfCPUSeconds()
 	res := rec.summary()
 	stopErr := s.stop()
-	// In the stamps mode this process only creates: its figures are not the side's.
-	self := ""
-	if _, ok := s.(*stampsSide); ok {
-		self = "creator_"
-	}
-	fmt.Printf("result program=%s objects=%d workers=%d creators=%d %s %srss_kib=%d %scpu_s=%.3f %s\n",
-		s.program(), o.objects, o.workers, o.creators, res, self, rss, self, cpu, s.describe())
+	// This process only creates and measures: its figures are the creator's.
+	fmt.Printf("result program=%s objects=%d workers=%d creators=%d %s creator_rss_kib=%d creator_cpu_s=%.3f %s\n",
+		s.program(), o.objects, o.workers, o.creators, res, rss, cpu, s.describe())
 	if res.missing > 0 {
 		return fmt.Errorf("%d of %d keys not reconciled within %s", res.missing, o.objects, o.timeout)
 	}

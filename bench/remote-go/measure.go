@@ -11,17 +11,17 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"workqueue-sidecar/bench/remote-go/internal/stamps"
 )
 
 // recorder holds the instants of each object: when its Create was sent and
-// when the call returned (the creator), when the reconciling side queued its
-// first event (controller-runtime's event handler, or the sidecar's
-// enqueued_at stamp on the lease), and when it was first reconciled. Both
-// sides' reconcilers and the creator write here, so both pay the same
-// bookkeeping. Instants are nanoseconds since base, plus one so that 0 means
-// "not yet"; all but the sidecar's stamp and the stamps of reconcilers in
-// other processes (the stamps mode) are on this process's monotonic clock,
-// those on the machine's wall clock, which base also reads.
+// when the call returned (the creator, on this process's monotonic clock),
+// and, read from the reconciler's stamps file, when the reconciling side
+// queued its first event (controller-runtime's event handler, or the
+// sidecar's enqueued_at stamp on the lease) and when it was first
+// reconciled (the machine's wall clock, which base also reads). Instants are
+// nanoseconds since base, plus one so that 0 means "not yet".
 type recorder struct {
 	base      time.Time
 	probe     string
@@ -76,26 +76,20 @@ func (r *recorder) createReturned(i int) { r.created[i].Store(r.now()) }
 // queuedAt records when the reconciling side queued the first event of the
 // object called name; later events of the same object are ignored.
 func (r *recorder) queuedAt(name string, at time.Time) {
-	if i, ok := objectIndex(name); ok && i < len(r.queued) {
+	if i, ok := stamps.ObjectIndex(name); ok && i < len(r.queued) {
 		r.queued[i].CompareAndSwap(0, int64(at.Sub(r.base))+1)
 	}
 }
 
-// observe is called by the reconciler, with the object's name.
-func (r *recorder) observe(name string) { r.observeInstant(name, r.now()) }
-
-// observeAt records a reconcile that another process made at the wall-clock
-// instant at (bench/kopf's reconcilers, through their stamps file).
+// observeAt records a reconcile that the reconciler's process made at the
+// wall-clock instant at (read from its stamps file).
 func (r *recorder) observeAt(name string, at time.Time) {
-	r.observeInstant(name, int64(at.Sub(r.base))+1)
-}
-
-func (r *recorder) observeInstant(name string, t int64) {
+	t := int64(at.Sub(r.base)) + 1
 	if name == r.probe {
 		r.probeOnce.Do(func() { close(r.probeSeen) })
 		return
 	}
-	i, ok := objectIndex(name)
+	i, ok := stamps.ObjectIndex(name)
 	if !ok || i >= len(r.seen) {
 		r.others.Add(1)
 		return
@@ -192,8 +186,7 @@ func (s summary) String() string {
 }
 
 // selfCPUSeconds is the CPU time (user + system) this process has used so
-// far: the creator's share is the same in both modes, the rest is the
-// reconciling side's.
+// far: the creator's and the measurement's.
 func selfCPUSeconds() float64 {
 	var u syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {

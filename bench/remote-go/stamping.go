@@ -23,12 +23,12 @@ type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 
 func (h stampingHandler) Create(ctx context.Context, e event.CreateEvent, q queue) {
 	// Stamped before queueing: a worker may reconcile the key before Add returns.
-	h.rec.queuedAt(e.Object.GetName(), time.Now())
+	h.rec.QueuedAt(e.Object.GetName(), time.Now())
 	h.inner.Create(ctx, e, q)
 }
 
 func (h stampingHandler) Update(ctx context.Context, e event.UpdateEvent, q queue) {
-	h.rec.queuedAt(e.ObjectNew.GetName(), time.Now())
+	h.rec.QueuedAt(e.ObjectNew.GetName(), time.Now())
 	h.inner.Update(ctx, e, q)
 }
 
