@@ -106,6 +106,15 @@ stop_sidecar() {
   SIDECAR_PID=""
 }
 
+# local_changes PATH...: " (with local changes)" when the working tree's
+# PATHs differ from HEAD in content, nothing otherwise. The index is
+# refreshed first: a file rewritten with the same bytes (go mod tidy, a
+# checkout) would otherwise count as changed.
+local_changes() {
+  git update-index -q --refresh >/dev/null 2>&1 || true
+  git diff --quiet HEAD -- "$@" 2>/dev/null || printf ' (with local changes)'
+}
+
 # stop_pid PID: SIGTERM, then SIGKILL if it has not exited within 20 s.
 stop_pid() {
   local pid="$1" i
