@@ -34,13 +34,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime/pprof"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"workqueue-sidecar/bench/remote-go/internal/cpuprofile"
 )
 
 // probeName is the ConfigMap created before the measured ones: once it has
@@ -71,7 +72,7 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	flag.Parse()
 	if *cpuProfile != "" {
-		stop, err := startCPUProfile(*cpuProfile)
+		stop, err := cpuprofile.Start(*cpuProfile)
 		if err != nil {
 			fail(err)
 		}
@@ -110,21 +111,11 @@ func main() {
 	}
 }
 
-// side is the reconciling half of a run, as measure sees it: a reconciler
-// in another process whose reconciles arrive through a stamps file
-// (stampsSide). start returns once the side is being followed; stop ends it.
-type side interface {
-	program() string
-	start(ctx context.Context, o options, config *rest.Config, rec *recorder) error
-	// describe is extra key=value fields for the result line, read after the run.
-	describe() string
-	stop() error
-}
-
-// measure is one run, the same for both sides.
-func measure(ctx context.Context, o options, config *rest.Config, s side) error {
+// measure is one run, the same for every side: s follows the reconciler's
+// stamps file while this process creates the objects.
+func measure(ctx context.Context, o options, config *rest.Config, s *stampsSide) error {
 	rec := newRecorder(o.objects, probeName)
-	if err := s.start(ctx, o, config, rec); err != nil {
+	if err := s.start(ctx, rec); err != nil {
 		return fmt.Errorf("%s: start: %w", s.program(), err)
 	}
 	c, err := newCreator(config, o.namespace, o.creators)
@@ -172,19 +163,6 @@ func cleanup(ctx context.Context, config *rest.Config, namespace string) error {
 		return fmt.Errorf("delete namespace %s: %w", namespace, err)
 	}
 	return nil
-}
-
-// startCPUProfile profiles the whole process until the returned stop is called.
-func startCPUProfile(path string) (stop func(), err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func fail(err error) {

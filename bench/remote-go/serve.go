@@ -38,8 +38,10 @@ func serve(ctx context.Context, o options, config *rest.Config) error {
 		return fmt.Errorf("controller-runtime: start: %w", err)
 	}
 	// The script waits for this line before it starts the creator.
-	fmt.Printf("serving program=controller-runtime %s\n", r.describe())
+	fmt.Println("serving program=controller-runtime")
 	<-ctx.Done()
+	// After the run: the controller sets its queue once it has started.
+	fmt.Printf("stopping %s\n", r.describe())
 	if err := r.stop(); err != nil {
 		return err
 	}

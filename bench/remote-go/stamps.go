@@ -8,21 +8,22 @@ import (
 	"os"
 	"strconv"
 	"time"
-
-	"k8s.io/client-go/rest"
 )
 
-// stampsSide is a reconciler in another process (bench/kopf's Python
-// worker, or a kopf operator), started by the script before this program.
-// That process appends one line per reconcile to a file,
+// stampsSide is a reconciler in another process, started by the script
+// before this program: bench/remote's (this program's serve mode, or the
+// sidecar's Go worker, both writing through internal/stamps) or bench/kopf's
+// (the Python worker, or a kopf operator). That process appends one line
+// per reconcile to a file,
 //
 //	NAME RECONCILED_UNIX_NS [QUEUED_UNIX_NS]
 //
 // with the wall-clock instant its handler was called and, when the side has
-// one, the instant the object was queued (the sidecar's enqueued_at); this
-// side follows the file and hands the lines to the recorder, so the creator
-// and the figures are this program's, the same as in the other modes. The
-// instants are the machine's wall clock, read by both processes.
+// one, the instant the object was queued (the sidecar's enqueued_at, or
+// controller-runtime's event handler); this side follows the file and hands
+// the lines to the recorder, so the creator and the figures are this
+// program's for every side. The instants are the machine's wall clock, read
+// by both processes.
 type stampsSide struct {
 	path    string
 	name    string
@@ -35,7 +36,7 @@ type stampsSide struct {
 
 func (s *stampsSide) program() string { return s.name }
 
-func (s *stampsSide) start(ctx context.Context, _ options, _ *rest.Config, rec *recorder) error {
+func (s *stampsSide) start(ctx context.Context, rec *recorder) error {
 	f, err := os.Open(s.path)
 	if err != nil {
 		return fmt.Errorf("the reconciler's stamps file: %w", err)

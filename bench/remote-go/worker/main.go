@@ -4,7 +4,9 @@
 // links the Go client and nothing of controller-runtime or client-go, as a
 // user's worker would, so its memory and CPU are the worker's own. Each
 // reconcile is appended to the -stamps file, which remote-go's stamps mode
-// follows (internal/stamps); it runs until SIGTERM or SIGINT.
+// follows (internal/stamps). It prints "serving" once it holds its stream,
+// runs until SIGTERM or SIGINT, and then prints "stopping" with what it is
+// (its queue and client), as remote-go's serve mode does.
 //
 //	worker -target unix:///path/to.sock|127.0.0.1:PORT -queue cms -stamps FILE
 package main
@@ -15,12 +17,12 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"runtime/pprof"
 	"syscall"
 	"time"
 
 	"github.com/workqueue-sidecar/workqueue-sidecar/clients/go/workqueue"
 
+	"workqueue-sidecar/bench/remote-go/internal/cpuprofile"
 	"workqueue-sidecar/bench/remote-go/internal/stamps"
 )
 
@@ -36,14 +38,11 @@ func main() {
 		fail(fmt.Errorf("-target and -stamps are required"))
 	}
 	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+		stop, err := cpuprofile.Start(*cpuProfile)
 		if err != nil {
 			fail(err)
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fail(err)
-		}
-		defer func() { pprof.StopCPUProfile(); f.Close() }()
+		defer stop()
 	}
 	if err := run(*target, *queue, *workers, *objects, *stampsPath); err != nil {
 		fail(err)
@@ -81,13 +80,14 @@ func run(target, queue string, workers, objects int, stampsPath string) error {
 	done := make(chan error, 1)
 	go func() { done <- q.Run(ctx, workers, noop) }()
 	// The script waits for this line before it starts the creator.
-	fmt.Printf("serving program=workqueue-sidecar queue=%s client=go-work-stream\n", queue)
+	fmt.Println("serving program=workqueue-sidecar")
 	select {
 	case err := <-done:
 		if ctx.Err() == nil {
 			return fmt.Errorf("the worker stopped: %w", err)
 		}
 	case <-ctx.Done():
+		fmt.Printf("stopping queue=%s client=go-work-stream\n", queue)
 		select {
 		case <-done:
 		case <-time.After(30 * time.Second):
