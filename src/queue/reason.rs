@@ -66,8 +66,10 @@ impl Reason {
     }
 
     /// A reason with no source, for events the queue itself generates.
+    /// Allocates nothing: std's empty `Arc<str>` is one shared static, where
+    /// `Arc::from("")` allocated a counted empty string per reason.
     pub fn of(kind: ReasonKind) -> Self {
-        Reason { kind, source: Arc::from("") }
+        Reason { kind, source: Arc::default() }
     }
 }
 
