@@ -35,13 +35,13 @@ QUEUE_WHY_PER_ITEM = (
     "thread beside the two runtime threads on two cores the holder is often preempted, and spinning then "
     "only burns the core it needs (in a `perf` profile of (c) at N=2 the runtime threads' time in the "
     "kernel's scheduler came about two thirds from the lock's `sched_yield` and one third from parking). "
-    "Done on 2026-11-27, after the figures above: `Reason::of` (the bench's reason for every add, and the "
+    "Done on 2026-11-27: `Reason::of` (the bench's reason for every add, and the "
     "queue's own for a lost lease) no longer allocates an empty string per reason; by hand, 3 rounds "
     "alternating, (a) took 322-329 µs per 1,000 keys against 350-370 µs and (c) at N=2 10.2-10.7 ms against "
-    "10.7-13.0 ms. Two regenerations of this section at that code the same morning gave 1.22-1.47x and "
-    "1.24-1.59x client-go's time per item in (c), with client-go's own per-key time at 0.382 and 0.389 µs "
-    "against the 0.298 µs shown here: the peer moved more than the change, so neither replaced these "
-    "figures. A cheaper clock is worth a tenth at most: by hand the same day, with the clock read once per "
+    "10.7-13.0 ms. Three runs of this section at that code, all on 2026-11-27: the first two (not shown) "
+    "gave 1.22-1.47x and 1.24-1.59x client-go's time per item in (c), with client-go's own per-key time at "
+    "0.382 and 0.389 µs; the figures above 1.05-1.40x with it at 0.410 µs (the run before that "
+    "code, 1.23-1.67x with it at 0.298 µs): the peer moves more from run to run than the change did. A cheaper clock is worth a tenth at most: by hand the same day, with the clock read once per "
     "64 operations (a throwaway change that breaks deadlines, only to bound the clock's share), 3 rounds "
     "alternating, (a) took 307-320 µs against 349-373 µs and (c) at N=1, 2 and 4 9.3-10.7, 10.8-12.1 and "
     "9.9-12.8 ms against 10.5-11.5, 11.3-13.3 and 10.9-13.4 ms. Nor is it parking_lot's lock: std's "
@@ -407,12 +407,18 @@ KOPF = Section(
     targets=(
         Target("CPU at most half of kopf's", "ratio_max", "cpu", OURS, 0.5, KOPF_PROGRAM),
         Target("RSS at most half of kopf's", "ratio_max", "rss", OURS, 0.5, KOPF_PROGRAM,
-               why=("Our side's memory is the same in every run (on 2026-11-26, 5,000 objects: 57.9 MiB in all "
-                    "three, the Python worker 39.8 MiB and the sidecar 18.2 MiB of it), while kopf's own moves "
-                    "by tens of MiB: 109-119 MiB in that run, 138 MiB (median) in the run before, so at 5,000 "
-                    "objects the ratio sits at the target's edge. Most of our side is the worker process: the "
-                    "Python interpreter with grpcio's C core, before any object; the worker holds no cache "
-                    "(the objects are the sidecar's).")),
+               why=("Our side's memory is the same in every run (5,000 objects: 57.9 MiB in all three runs "
+                    "of 2026-11-26, the Python worker 39.8 MiB and the sidecar 18.2 MiB of it; 58.0-58.1 MiB "
+                    "in this run), while kopf's own moves by tens of MiB: at 5,000 objects 109-119 MiB in the "
+                    "run of 2026-11-26, 138 MiB (median) in the one before, 107-120 MiB in this one; at 10,000 "
+                    "140 MiB (median) in the run of 2026-11-26, met at 0.439x, and 115-141 MiB in this one. "
+                    "So the ratio sits at the target's edge, and which side of it a run lands on is kopf's "
+                    "spread. Most of our side is the worker process: the Python interpreter with grpcio's C "
+                    "core, before any object; the worker holds no cache (the objects are the sidecar's). By "
+                    "hand on 2026-11-27, importing step by step (VmRSS): the interpreter 8.6 MiB, `asyncio` "
+                    "+10.7 (it loads `ssl` and OpenSSL), `grpc` +10.4, protobuf's descriptor pool +2.3, and "
+                    "this package with its stubs +2.8, no module of it over 0.7 MiB: lazy imports would save "
+                    "under 1 MiB.")),
         Target("total time no more than kopf's", "ratio_max", "total", OURS, 1.0, KOPF_PROGRAM,
                why=("Every side finishes within a fraction of a second of the last Create returning, so "
                     "`total` follows `create`, the API server's pace on two cores it shares with the side; "
