@@ -177,7 +177,7 @@ INFORMER_WHY_RSS = (
     "optimising the cold crates for size (`opt-level = \"s\"` for every dependency but the runtime, HTTP/2, "
     "TLS, protobuf and JSON ones, by hand on 2026-11-27): 0.73 MB less code and 0.4 MiB less RSS (31.5-31.9 "
     "against 31.8-32.4 MiB), not worth a slower cold path; identical code folding at link time (lld's "
-    "`--icf=all`, by hand on 2026-11-27): 109 KB (1 %) off the code, as fat LTO already merges most "
+    "`--icf=all`, by hand on 2026-11-27): 109 KB (1 %) off the code, probably because fat LTO already merges most "
     "duplicates. The ratio sits at the target's edge, and client-go's RSS moves by a few MiB from run to run "
     "(61.9-66.4 MiB within the run of 2026-11-25), so issue 5's half is met in one run and missed in the next"
     " by less than 1 %. An idle sidecar with an empty informer is 13.4 MiB, 11.8 MiB of it code pages, so "
