@@ -41,8 +41,10 @@ RUN mkdir -p src bench/rust \
     && cargo clean --release --package workqueue-sidecar \
     && rm -rf src bench build.rs
 
-# 2. The crate itself. build.rs compiles proto/ with protox (no protoc).
+# 2. The crate itself. build.rs compiles proto/ with protox (no protoc) and
+#    links with link/hot-code.ld (the code that runs, gathered in one place).
 COPY build.rs ./
+COPY link ./link
 COPY proto ./proto
 COPY bench/rust ./bench/rust
 COPY src ./src

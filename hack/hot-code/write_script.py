@@ -1,0 +1,82 @@
+"""Writes link/hot-code.ld from the functions a profiled sidecar ran.
+
+Usage: write_script.py BINARY RAN OUT. BINARY is the unstripped release
+binary the profile ran, RAN what record_calls.py wrote (each function that
+ran, after the moment it first ran). The script names them in the order they
+first ran, so that code every process runs (start-up, the runtime, the first
+workload's path) comes first and a process that never reaches the later
+workloads' code does not map it. Each is named as a section pattern: its symbol with the
+parts that change from build to build (legacy mangling's hash, v0's crate
+disambiguators) as `*` where that pattern matches no function that did not
+run, so the entry keeps matching after a dependency or the compiler changes;
+the exact symbol where it would (the instances of one generic function share
+a path and differ only in the hash).
+"""
+
+import fnmatch
+import re
+import sys
+from collections import defaultdict
+
+from elf_functions import functions
+
+HEADER = """\
+/* The functions a running sidecar executes, placed together before the rest
+ * of the code: build.rs passes this script to the linker in release builds.
+ * Written by hack/profile-hot-code from the benchmarks' workloads; do not
+ * edit by hand, run it again. {ran} functions, {ran_mib:.2f} of {all_mib:.2f} MiB
+ * of code; {stable} patterns without the build's hashes, {exact} exact symbols. */
+"""
+
+
+def stable_pattern(symbol):
+    """The symbol with its build-specific parts as `*`."""
+    symbol = re.sub(r"\.llvm\.\d+$", "", symbol)
+    if symbol.startswith("_ZN"):
+        return re.sub(r"17h[0-9a-f]{16}E$", "17h*E", symbol)
+    if symbol.startswith("_R"):
+        return re.sub(r"Cs[0-9A-Za-z]+_(?=\d)", "Cs*_", symbol)
+    return symbol
+
+
+def main():
+    binary, ran_file, out = sys.argv[1:4]
+    sizes = {function.symbol: function.size for function in functions(binary)}
+    first_seen = {}
+    with open(ran_file) as f:
+        for line in f:
+            seen, symbol = line.split()
+            if symbol in sizes:
+                first_seen[symbol] = int(seen)
+    ran = set(first_seen)
+    # Which functions each stable pattern would match: by pattern, as the
+    # replaced parts never contain another pattern's text.
+    matched = defaultdict(set)
+    for symbol in sizes:
+        pattern = stable_pattern(symbol)
+        if fnmatch.fnmatchcase(symbol, pattern):
+            matched[pattern].add(symbol)
+    entries = {}  # entry: when its first function first ran
+    exact = 0
+    for symbol in sorted(ran, key=lambda s: (first_seen[s], s)):
+        pattern = stable_pattern(symbol)
+        entry = pattern if matched[pattern] <= ran else symbol
+        if entry not in entries:
+            entries[entry] = first_seen[symbol]
+            exact += entry == symbol
+    ran_bytes = sum(sizes[s] for s in ran)
+    all_bytes = sum(sizes.values())
+    with open(out, "w") as f:
+        f.write(HEADER.format(ran=len(ran), ran_mib=ran_bytes / 2**20, all_mib=all_bytes / 2**20,
+                              stable=len(entries) - exact, exact=exact))
+        f.write("SECTIONS\n{\n  .text.hot : {\n")
+        # LLVM puts a #[cold] function (RawVec's growth, hash tables'
+        # rehash) in .text.unlikely.<symbol>; some of them run everywhere.
+        f.writelines(f"    *(.text.{entry} .text.unlikely.{entry})\n" for entry in entries)
+        f.write("  }\n}\nINSERT BEFORE .text;\n")
+    print(f"{out}: {len(ran)} functions ran, {ran_bytes / 2**20:.2f} of {all_bytes / 2**20:.2f} MiB of code; "
+          f"{len(entries) - exact} stable patterns, {exact} exact symbols")
+
+
+if __name__ == "__main__":
+    main()
