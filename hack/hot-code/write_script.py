@@ -13,7 +13,6 @@ the exact symbol where it would (the instances of one generic function share
 a path and differ only in the hash).
 """
 
-import fnmatch
 import re
 import sys
 from collections import defaultdict
@@ -49,21 +48,16 @@ def main():
             if symbol in sizes:
                 first_seen[symbol] = int(seen)
     ran = set(first_seen)
-    # Which functions each stable pattern would match: by pattern, as the
-    # replaced parts never contain another pattern's text.
+    # Which functions each stable pattern would match (a pattern is its
+    # symbols with their hashes as `*`, so it matches exactly those).
     matched = defaultdict(set)
     for symbol in sizes:
-        pattern = stable_pattern(symbol)
-        if fnmatch.fnmatchcase(symbol, pattern):
-            matched[pattern].add(symbol)
-    entries = {}  # entry: when its first function first ran
-    exact = 0
-    for symbol in sorted(ran, key=lambda s: (first_seen[s], s)):
-        pattern = stable_pattern(symbol)
-        entry = pattern if matched[pattern] <= ran else symbol
-        if entry not in entries:
-            entries[entry] = first_seen[symbol]
-            exact += entry == symbol
+        matched[stable_pattern(symbol)].add(symbol)
+    # In the order each entry's first function first ran.
+    entries = dict.fromkeys(
+        stable_pattern(symbol) if matched[stable_pattern(symbol)] <= ran else symbol
+        for symbol in sorted(ran, key=lambda s: (first_seen[s], s)))
+    exact = sum(entry not in matched for entry in entries)
     ran_bytes = sum(sizes[s] for s in ran)
     all_bytes = sum(sizes.values())
     with open(out, "w") as f:
