@@ -121,7 +121,16 @@ QUEUE = Section(
 GRPC_WHY_UNARY = (
     "Each key costs two HTTP/2 round trips (Get, then Done) through tonic on two cores shared with the client; "
     "earlier steps were `TCP_NODELAY` on accepted sockets (18,243 to 19,760) and unary Get not arming its "
-    "long-poll timer when a key is ready. The `Work` stream is the fast path and what the clients use."
+    "long-poll timer when a key is ready. The `Work` stream is the fast path and what the clients use. "
+    "Two things moved this figure since it was last met (28,103 pairs/s on 2026-11-25, at `75fb501`). The "
+    "sidecar runs on one runtime thread by default since `ea53cc8` (2026-11-26; the cheapest in CPU at a "
+    "controller's event rates), so with 16 workers its one thread is the limit: see the row with "
+    "`--worker-threads 2`. And the machine: the binary of `75fb501`, built again and run alternating with "
+    "this code at `--worker-threads 2` on 2026-11-27 (2 rounds, by hand), made 14,894 and 12,703 pairs/s "
+    "with 16 workers where it had made 28,103, against 15,145 and 19,155 for this code; with one worker, "
+    "2,692-2,867 against 3,072-4,428, where it had made 7,158. Both binaries lost about half, so the loss is "
+    "the machine's loopback round trip (in a `perf` profile of the sidecar with one worker, a context switch "
+    "per call and 30 % of its samples in the scheduler), not the code."
 )
 
 GRPC = Section(
@@ -131,7 +140,9 @@ GRPC = Section(
     about=(
         "`bench/rust/grpc_load.rs` starts the release binary (standalone queue, `--tcp 127.0.0.1:0`) for each "
         "measurement and drives it from a tonic client on the same machine, client and server sharing the two "
-        "cores as they would in a pod. Throughputs are 3 s each with a filler keeping 20,000+ keys queued. "
+        "cores as they would in a pod, with its default settings (one runtime thread), and once more for 16 "
+        "unary workers with `--worker-threads 2`. Throughputs are 3 s each with a filler keeping 20,000+ keys "
+        "queued. "
         "Lease latency is from the lease's `enqueued_at` (stamped by the sidecar when the key became "
         "available) until the worker has the lease, with keys added at half the best streaming rate, 128 "
         "credits."

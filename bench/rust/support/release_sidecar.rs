@@ -30,7 +30,12 @@ impl Drop for ReleaseSidecar {
 impl ReleaseSidecar {
     /// Starts the binary with `--tcp 127.0.0.1:0 --admin off` and waits for its address.
     pub fn start() -> ReleaseSidecar {
-        Self::spawn(None)
+        Self::spawn(None, &[])
+    }
+
+    /// Like `start`, with `args` added to its command line.
+    pub fn start_with_args(args: &[&str]) -> ReleaseSidecar {
+        Self::spawn(None, args)
     }
 
     /// Like `start`, with `yaml` as its `--config` file.
@@ -39,15 +44,16 @@ impl ReleaseSidecar {
         let nth = STARTED.fetch_add(1, Ordering::Relaxed);
         let path = std::env::temp_dir().join(format!("wqs-bench-{}-{nth}.yaml", std::process::id()));
         std::fs::write(&path, yaml).expect("writes the benchmark's config");
-        Self::spawn(Some(path))
+        Self::spawn(Some(path), &[])
     }
 
-    fn spawn(config: Option<PathBuf>) -> ReleaseSidecar {
+    fn spawn(config: Option<PathBuf>, args: &[&str]) -> ReleaseSidecar {
         let mut command = Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar"));
         command.args(["--tcp", "127.0.0.1:0", "--admin", "off", "--log", "warn,workqueue_sidecar::server=info"]);
         if let Some(path) = &config {
             command.arg("--config").arg(path);
         }
+        command.args(args);
         let mut child = command.stderr(Stdio::piped()).spawn().expect("starts the sidecar");
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         let address = loop {
