@@ -78,8 +78,8 @@ fn run() -> Result<(), String> {
 /// the code. The kernel maps a file's pages 64 KiB at a time around each one
 /// touched, so code run at every start or every event, scattered over 10 MB,
 /// kept most of the binary's code resident; gathered, it takes a few MiB.
-/// Debug builds (tests) skip it: their code is not the one measured, and
-/// skipping saves nothing but keeps them independent of the script.
+/// Debug builds (tests) skip it: their code is neither shipped nor measured,
+/// and they then do not depend on the script.
 fn link_hot_code_together() -> Result<(), String> {
     println!("cargo:rerun-if-changed={HOT_CODE_SCRIPT}");
     let optimised = env::var("PROFILE").is_ok_and(|profile| profile == "release");
