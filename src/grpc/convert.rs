@@ -187,7 +187,7 @@ pub fn cached_object(object: &CachedObject, deleted: bool) -> pb::CachedObject {
 pub fn lease_for(granted: Lease<Arc<str>>, primary: Option<&SharedInformer>, include_object: bool) -> pb::Lease {
     let Some(primary) = primary else { return lease(granted) };
     let object = include_object.then(|| lease_object(primary, &granted.key)).flatten();
-    let deletion = primary.get(&granted.key).and_then(|o| o.meta.deletion_timestamp);
+    let deletion = primary.get(&granted.key).and_then(|o| o.meta.deletion_timestamp());
     pb::Lease {
         object,
         deleting: deletion.is_some(),

@@ -89,7 +89,7 @@ impl DeclaredFinalizers {
     /// queue declares one and the cached object is live and lacks it.
     pub fn must_add(&self, queue: &Queue, key: &str) -> bool {
         self.by_queue.get(&**queue.name()).is_some_and(|f| {
-            f.primary.get(key).is_some_and(|o| o.meta.deletion_timestamp.is_none() && !o.meta.has_finalizer(&f.name))
+            f.primary.get(key).is_some_and(|o| o.meta.deletion_timestamp().is_none() && !o.meta.has_finalizer(&f.name))
         })
     }
 

@@ -133,7 +133,7 @@ fn trigger_keys(map: &TriggerMap, primary: &SharedInformer, object: &CachedObjec
     };
     match map {
         TriggerMap::Owner { controller_only } => {
-            for owner in meta.owners.iter() {
+            for owner in meta.owners() {
                 if (!controller_only || owner.controller)
                     && *owner.kind == *primary.resource().kind
                     && owner.group() == primary.resource().group
@@ -174,12 +174,11 @@ mod tests {
     use super::*;
 
     fn meta(generation: i64, labels: &[(&str, &str)], annotations_hash: u64) -> Meta {
-        Meta {
-            generation: Some(generation),
-            labels: labels.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect(),
-            annotations_hash,
-            ..Meta::default()
-        }
+        let mut meta = Meta::default();
+        meta.generation = generation;
+        meta.labels = labels.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
+        meta.annotations_hash = annotations_hash;
+        meta
     }
 
     #[test]

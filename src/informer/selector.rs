@@ -143,7 +143,9 @@ mod tests {
     fn meta(labels: &[(&str, &str)]) -> Meta {
         let mut labels: Vec<(Box<str>, Box<str>)> = labels.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
         labels.sort();
-        Meta { labels: labels.into(), ..Meta::default() }
+        let mut meta = Meta::default();
+        meta.labels = labels.into();
+        meta
     }
 
     #[test]

@@ -21,7 +21,7 @@ use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::object::{CachedObject, Meta, OwnerRef};
+use super::object::{CachedObject, IndexValues, Lifecycle, Meta, OwnerRef};
 use super::resource_version::ResourceVersion;
 use super::spec::{IndexBy, IndexSpec};
 use super::uid::Uid;
@@ -137,7 +137,8 @@ impl Shaping {
             .indexes
             .iter()
             .map(|index| index_values(&index.by, &meta, namespace, metadata, members))
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<_, _>>()
+            .map(IndexValues::new)?;
         let key: Arc<str> =
             if namespace.is_empty() { Arc::from(name) } else { Arc::from(format!("{namespace}/{name}")) };
         Ok(CachedObject { key, meta, json: json.into(), index_values })
@@ -177,6 +178,7 @@ struct Names<'a> {
 fn parse_meta<'a>(members: &[(Cow<'_, str>, &'a RawValue)]) -> Result<(Meta, Names<'a>), serde_json::Error> {
     let mut meta = Meta::default();
     let mut names = Names::default();
+    let mut lifecycle = Lifecycle::default();
     let mut annotations = BTreeMap::<Box<str>, Box<str>>::new();
     for (name, value) in members {
         let text = value.get();
@@ -185,7 +187,7 @@ fn parse_meta<'a>(members: &[(Cow<'_, str>, &'a RawValue)]) -> Result<(Meta, Nam
             "namespace" => names.namespace = borrowed_string(text)?,
             "uid" => meta.uid = Uid::new(&borrowed_string(text)?),
             "resourceVersion" => meta.resource_version = ResourceVersion::new(&borrowed_string(text)?),
-            "generation" => meta.generation = serde_json::from_str(text)?,
+            "generation" => meta.generation = serde_json::from_str::<Option<i64>>(text)?.unwrap_or(0),
             "labels" => {
                 let labels: Option<BTreeMap<Box<str>, Box<str>>> = serde_json::from_str(text)?;
                 meta.labels = labels.unwrap_or_default().into_iter().collect();
@@ -193,15 +195,15 @@ fn parse_meta<'a>(members: &[(Cow<'_, str>, &'a RawValue)]) -> Result<(Meta, Nam
             "annotations" => annotations = serde_json::from_str::<Option<_>>(text)?.unwrap_or_default(),
             "ownerReferences" => {
                 let owners: Option<Vec<OwnerWire>> = serde_json::from_str(text)?;
-                meta.owners = owners.unwrap_or_default().into_iter().map(OwnerRef::from).collect();
+                lifecycle.owners = owners.unwrap_or_default().into_iter().map(OwnerRef::from).collect();
             }
             "deletionTimestamp" => {
                 let at: Option<Time> = serde_json::from_str(text)?;
-                meta.deletion_timestamp = at.map(|t| std::time::SystemTime::from(t.0));
+                lifecycle.deletion_timestamp = at.map(|t| std::time::SystemTime::from(t.0));
             }
             "finalizers" => {
                 let finalizers: Option<Vec<Box<str>>> = serde_json::from_str(text)?;
-                meta.finalizers = finalizers.unwrap_or_default().into();
+                lifecycle.finalizers = finalizers.unwrap_or_default().into();
             }
             _ => {}
         }
@@ -210,6 +212,7 @@ fn parse_meta<'a>(members: &[(Cow<'_, str>, &'a RawValue)]) -> Result<(Meta, Nam
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     annotations.hash(&mut hasher);
     meta.annotations_hash = hasher.finish();
+    meta.set_lifecycle(lifecycle);
     Ok((meta, names))
 }
 
@@ -253,7 +256,7 @@ fn index_values(
     let mut values: Vec<Box<str>> = Vec::new();
     match by {
         IndexBy::Namespace => values.push(namespace.into()),
-        IndexBy::Owner => values.extend(meta.owners.iter().map(|owner| owner.uid.clone())),
+        IndexBy::Owner => values.extend(meta.owners().iter().map(|owner| owner.uid.clone())),
         IndexBy::Field(path) => {
             let mut segments = path.split('.');
             let first = segments.next().unwrap_or_default();
@@ -397,12 +400,12 @@ mod tests {
         assert_eq!(json["spec"]["nodeName"], "n1");
         assert_eq!(object.meta.label("a"), Some("1"));
         assert_eq!(object.meta.label("c"), None);
-        assert_eq!(object.meta.generation, Some(3));
+        assert_eq!(object.meta.generation, 3);
         assert_eq!(object.meta.numeric_resource_version(), Some(42));
-        assert_eq!(object.meta.owners[0].group(), "apps");
-        assert!(object.meta.owners[0].controller);
+        assert_eq!(object.meta.owners()[0].group(), "apps");
+        assert!(object.meta.owners()[0].controller);
         assert!(object.meta.has_finalizer("a/b"));
-        assert!(object.meta.deletion_timestamp.is_some());
+        assert!(object.meta.deletion_timestamp().is_some());
     }
 
     #[test]
@@ -469,7 +472,8 @@ mod tests {
             IndexSpec { name: "none".into(), by: IndexBy::Field("spec.missing".into()) },
         ];
         let object = shape(&shaping(indexes), &pod());
-        let values: Vec<Vec<&str>> = object.index_values.iter().map(|v| v.iter().map(|s| &**s).collect()).collect();
+        let values: Vec<Vec<&str>> =
+            object.index_values.per_index().iter().map(|v| v.iter().map(|s| &**s).collect()).collect();
         assert_eq!(values, vec![vec!["apps"], vec!["rs1"], vec!["n1"], vec!["c1", "c2"], vec!["3"], vec![]]);
     }
 

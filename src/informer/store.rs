@@ -227,7 +227,7 @@ impl Store {
     }
 
     fn file(&mut self, key: &ObjKey, object: &CachedObject) {
-        for (index, values) in self.indexes.iter_mut().zip(object.index_values.iter()) {
+        for (index, values) in self.indexes.iter_mut().zip(object.index_values.per_index()) {
             for value in values.iter() {
                 index.entries.entry(value.clone()).or_default().insert(key.clone());
             }
@@ -238,9 +238,9 @@ impl Store {
     /// values the key is still filed under (by its new state) stay.
     fn unfile(&mut self, key: &ObjKey, old: &CachedObject, keep_current: bool) {
         let current = if keep_current { self.objects.get(key).map(|s| s.object.clone()) } else { None };
-        for (i, (index, values)) in self.indexes.iter_mut().zip(old.index_values.iter()).enumerate() {
+        for (i, (index, values)) in self.indexes.iter_mut().zip(old.index_values.per_index()).enumerate() {
             for value in values.iter() {
-                if current.as_ref().is_some_and(|c| c.index_values[i].contains(value)) {
+                if current.as_ref().is_some_and(|c| c.index_values.per_index()[i].contains(value)) {
                     continue;
                 }
                 if let Some(keys) = index.entries.get_mut(value) {
@@ -257,18 +257,20 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::informer::object::Meta;
+    use crate::informer::object::{IndexValues, Meta};
     use crate::informer::spec::IndexBy;
 
     fn object(namespace: &str, name: &str, labels: &[(&str, &str)], owner: &[&str]) -> Arc<CachedObject> {
         let key: Arc<str> = if namespace.is_empty() { name.into() } else { format!("{namespace}/{name}").into() };
         let mut labels: Vec<(Box<str>, Box<str>)> = labels.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
         labels.sort();
+        let mut meta = Meta::default();
+        meta.labels = labels.into();
         Arc::new(CachedObject {
             key,
-            meta: Meta { labels: labels.into(), ..Meta::default() },
-            json: Arc::from(&b"{}"[..]),
-            index_values: vec![owner.iter().map(|o| Box::<str>::from(*o)).collect()].into(),
+            meta,
+            json: Box::from(&b"{}"[..]),
+            index_values: IndexValues::new(vec![owner.iter().map(|o| Box::<str>::from(*o)).collect()]),
         })
     }
 

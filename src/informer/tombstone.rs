@@ -82,8 +82,8 @@ mod tests {
         Arc::new(CachedObject {
             key: Arc::from(key),
             meta: Default::default(),
-            json: Arc::from(&b"{}"[..]),
-            index_values: Box::new([]),
+            json: Box::from(&b"{}"[..]),
+            index_values: Default::default(),
         })
     }
 
