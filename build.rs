@@ -39,6 +39,7 @@ fn run() -> Result<(), String> {
     println!("cargo:rerun-if-changed=build.rs");
 
     link_hot_code_together()?;
+    pack_relative_relocations();
 
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").ok_or("OUT_DIR is not set")?);
 
@@ -94,6 +95,22 @@ fn link_hot_code_together() -> Result<(), String> {
     }
     println!("cargo:rustc-link-arg-bin=workqueue-sidecar=-Wl,-T,{}", script.display());
     Ok(())
+}
+
+/// In optimised builds for Linux, asks the linker for packed relative
+/// relocations (`DT_RELR`). The binary is position-independent, so every
+/// pointer in its static data is relocated at start; as `RELA` entries, 24
+/// bytes each, they made a 0.6 MB table that the dynamic loader reads, and
+/// so keeps resident, in every process; packed, it is 8.6 KB. Needs lld 15
+/// (rustc's own, its default linker here) or GNU ld 2.38 to link, and glibc
+/// 2.36 to run, which the images' Debian 12 has.
+fn pack_relative_relocations() {
+    let optimised = env::var("PROFILE").is_ok_and(|profile| profile == "release");
+    let linux_gnu = env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux")
+        && env::var("CARGO_CFG_TARGET_ENV").is_ok_and(|target_env| target_env == "gnu");
+    if optimised && linux_gnu {
+        println!("cargo:rustc-link-arg-bin=workqueue-sidecar=-Wl,-z,pack-relative-relocs");
+    }
 }
 
 /// Appends every `.proto` file under `dir`, recursively.
