@@ -2,7 +2,8 @@
 //!
 //! `cargo bench --bench grpc_load` starts the release binary, then measures:
 //! unary Get+Done pairs per second with 1, 4 and 16 workers (and with 16
-//! workers against the sidecar on two runtime threads); streaming items
+//! workers over a unix socket, and against the sidecar on two runtime
+//! threads); streaming items
 //! per second with credit windows from 1 to 128; and lease latency (from just
 //! before Add until the worker has the lease) at half the streaming maximum.
 //! Client and server share this machine's cores, as they would in a pod.
@@ -51,16 +52,30 @@ async fn drain(client: &mut Client) {
     client.shut_down(pb::ShutDownRequest { queue: "default".into(), drain: false, drain_timeout: None }).await.ok();
 }
 
+/// How the unary workers reach the sidecar.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Transport {
+    Tcp,
+    /// As the shipped manifests connect a pod's workers to its sidecar.
+    UnixSocket,
+}
+
 /// `sidecar_args`: added to the sidecar's command line (none: its defaults).
-async fn unary_pairs_per_second(workers: usize, sidecar_args: &[&str]) -> f64 {
-    let sidecar = ReleaseSidecar::start_with_args(sidecar_args);
+async fn unary_pairs_per_second(workers: usize, transport: Transport, sidecar_args: &[&str]) -> f64 {
+    let sidecar = match transport {
+        Transport::Tcp => ReleaseSidecar::start_with_args(sidecar_args),
+        Transport::UnixSocket => ReleaseSidecar::start_with_unix_socket(sidecar_args),
+    };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let filler = tokio::spawn(keep_filled(connect(&sidecar.endpoint).await, stop_rx));
     tokio::time::sleep(Duration::from_millis(300)).await;
     let deadline = Instant::now() + RUN;
     let mut tasks = Vec::new();
     for w in 0..workers {
-        let mut client = connect(&sidecar.endpoint).await;
+        let mut client = match transport {
+            Transport::Tcp => connect(&sidecar.endpoint).await,
+            Transport::UnixSocket => sidecar.connect_unix().await,
+        };
         tasks.push(tokio::spawn(async move {
             let mut pairs = 0u64;
             while Instant::now() < deadline {
@@ -212,13 +227,18 @@ fn main() {
         }
         println!("| measurement | setting | result |\n|---|---|---|");
         for workers in [1, 4, 16] {
-            let rate = unary_pairs_per_second(workers, &[]).await;
+            let rate = unary_pairs_per_second(workers, Transport::Tcp, &[]).await;
             println!("| unary Get+Done | {workers} workers | {rate:.0} pairs/s |");
             raw::record("unary", &format!("{workers} workers"), rate);
         }
+        // A pod's workers reach its sidecar over a unix socket, which spares
+        // each call the loopback TCP stack.
+        let rate = unary_pairs_per_second(16, Transport::UnixSocket, &[]).await;
+        println!("| unary Get+Done | 16 workers, unix socket | {rate:.0} pairs/s |");
+        raw::record("unary", "16 workers, unix socket", rate);
         // The default is one runtime thread (cheapest in CPU at a controller's
         // event rates); many unary workers are what a second thread is for.
-        let rate = unary_pairs_per_second(16, &["--worker-threads", "2"]).await;
+        let rate = unary_pairs_per_second(16, Transport::Tcp, &["--worker-threads", "2"]).await;
         println!("| unary Get+Done | 16 workers, --worker-threads 2 | {rate:.0} pairs/s |");
         raw::record("unary", "16 workers, --worker-threads 2", rate);
         let mut best: f64 = 0.0;

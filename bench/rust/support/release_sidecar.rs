@@ -10,19 +10,21 @@ use workqueue_sidecar::grpc::pb::work_queue_service_client::WorkQueueServiceClie
 
 pub type Client = WorkQueueServiceClient<tonic::transport::Channel>;
 
-/// The running sidecar; killed on drop (and its config file removed).
+/// The running sidecar; killed on drop (and its config file and socket removed).
 pub struct ReleaseSidecar {
     child: Child,
     config: Option<PathBuf>,
     pub endpoint: String,
+    /// Its unix socket, when started with one (`start_with_unix_socket`).
+    pub unix_socket: Option<PathBuf>,
 }
 
 impl Drop for ReleaseSidecar {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        if let Some(config) = &self.config {
-            let _ = std::fs::remove_file(config);
+        for path in self.config.iter().chain(&self.unix_socket) {
+            let _ = std::fs::remove_file(path);
         }
     }
 }
@@ -38,11 +40,21 @@ impl ReleaseSidecar {
         Self::spawn(None, args)
     }
 
+    /// Like `start_with_args`, also listening on a unix socket of its own
+    /// (`connect_unix`), as a pod's sidecar serves its workers.
+    pub fn start_with_unix_socket(args: &[&str]) -> ReleaseSidecar {
+        let path = temp_path("sock");
+        let path_arg = path.to_str().expect("the temporary directory's path is UTF-8");
+        let mut sidecar = Self::spawn(None, &[&["--unix", path_arg], args].concat());
+        // It binds both listeners before it logs either address.
+        assert!(path.exists(), "the sidecar listens on {}", path.display());
+        sidecar.unix_socket = Some(path);
+        sidecar
+    }
+
     /// Like `start`, with `yaml` as its `--config` file.
     pub fn start_with_config(yaml: &str) -> ReleaseSidecar {
-        static STARTED: AtomicUsize = AtomicUsize::new(0);
-        let nth = STARTED.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("wqs-bench-{}-{nth}.yaml", std::process::id()));
+        let path = temp_path("yaml");
         std::fs::write(&path, yaml).expect("writes the benchmark's config");
         Self::spawn(Some(path), &[])
     }
@@ -64,11 +76,27 @@ impl ReleaseSidecar {
         };
         // Keep reading, so the sidecar never blocks on a full stderr pipe.
         std::thread::spawn(move || for _ in lines {});
-        ReleaseSidecar { child, config, endpoint: format!("http://{address}") }
+        ReleaseSidecar { child, config, endpoint: format!("http://{address}"), unix_socket: None }
     }
 
     pub async fn connect(&self) -> Client {
         WorkQueueServiceClient::connect(self.endpoint.clone()).await.unwrap()
+    }
+
+    /// A client over the unix socket (`start_with_unix_socket`).
+    pub async fn connect_unix(&self) -> Client {
+        let path = self.unix_socket.clone().expect("started with a unix socket");
+        // The URI is not used: every connection goes to the socket.
+        let channel = tonic::transport::Endpoint::from_static("http://[::1]:1")
+            .connect_with_connector(tower::service_fn(move |_| {
+                let path = path.clone();
+                async move {
+                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(tokio::net::UnixStream::connect(path).await?))
+                }
+            }))
+            .await
+            .unwrap();
+        WorkQueueServiceClient::new(channel)
     }
 
     /// The process's resident set size in KiB (`VmRSS`).
@@ -86,4 +114,11 @@ impl ReleaseSidecar {
         let line = status.lines().find(|l| l.starts_with(field)).unwrap_or_else(|| panic!("{field} in status"));
         line[field.len()..].trim().trim_end_matches("kB").trim().parse().unwrap()
     }
+}
+
+/// A fresh path in the temporary directory, unique to this process and call.
+fn temp_path(extension: &str) -> PathBuf {
+    static MADE: AtomicUsize = AtomicUsize::new(0);
+    let nth = MADE.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("wqs-bench-{}-{nth}.{extension}", std::process::id()))
 }
