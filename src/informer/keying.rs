@@ -176,7 +176,7 @@ mod tests {
     fn meta(generation: i64, labels: &[(&str, &str)], annotations_hash: u64) -> Meta {
         let mut meta = Meta::default();
         meta.generation = generation;
-        meta.labels = labels.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
+        meta.labels = crate::informer::labels::Labels::new(labels.iter().copied());
         meta.annotations_hash = annotations_hash;
         meta
     }

@@ -21,6 +21,7 @@ mod change;
 mod error;
 mod field_selector;
 mod keying;
+mod labels;
 mod list_watch;
 mod object;
 mod protobuf;

@@ -3,6 +3,7 @@
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
+use super::labels::Labels;
 use super::resource_version::ResourceVersion;
 use super::uid::Uid;
 
@@ -53,8 +54,7 @@ pub struct Meta {
     /// object's generation at 1, so absent and 0 need not differ, and only
     /// whether it changed is ever read.
     pub generation: i64,
-    /// Sorted by key.
-    pub labels: Box<[(Box<str>, Box<str>)]>,
+    pub labels: Labels,
     /// A hash of the annotations: enough to tell whether they changed.
     pub annotations_hash: u64,
     /// Owners, finalizers and deletionTimestamp, when the object has any.
@@ -112,7 +112,7 @@ impl Meta {
     }
 
     pub fn label(&self, key: &str) -> Option<&str> {
-        self.labels.binary_search_by(|(k, _)| (**k).cmp(key)).ok().map(|i| &*self.labels[i].1)
+        self.labels.get(key)
     }
 
     /// The resourceVersion as a number, when it is one (it is on etcd-backed servers).
@@ -145,9 +145,7 @@ impl From<kube::api::ObjectMeta> for Meta {
 }
 
 fn meta_of(metadata: kube::api::ObjectMeta) -> Meta {
-    let mut labels: Vec<(Box<str>, Box<str>)> =
-        metadata.labels.unwrap_or_default().into_iter().map(|(k, v)| (k.into(), v.into())).collect();
-    labels.sort();
+    let labels = Labels::new(metadata.labels.unwrap_or_default());
     let annotations_hash = {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         // A BTreeMap iterates in key order, so equal maps hash equally.
@@ -170,7 +168,7 @@ fn meta_of(metadata: kube::api::ObjectMeta) -> Meta {
         uid: Uid::new(metadata.uid.as_deref().unwrap_or_default()),
         resource_version: ResourceVersion::new(metadata.resource_version.as_deref().unwrap_or_default()),
         generation: metadata.generation.unwrap_or(0),
-        labels: labels.into(),
+        labels,
         annotations_hash,
         lifecycle: None,
     };

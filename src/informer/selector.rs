@@ -141,10 +141,8 @@ mod tests {
     use super::*;
 
     fn meta(labels: &[(&str, &str)]) -> Meta {
-        let mut labels: Vec<(Box<str>, Box<str>)> = labels.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
-        labels.sort();
         let mut meta = Meta::default();
-        meta.labels = labels.into();
+        meta.labels = crate::informer::labels::Labels::new(labels.iter().copied());
         meta
     }
 

@@ -21,6 +21,7 @@ use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::labels::Labels;
 use super::object::{CachedObject, IndexValues, Lifecycle, Meta, OwnerRef};
 use super::resource_version::ResourceVersion;
 use super::spec::{IndexBy, IndexSpec};
@@ -190,7 +191,7 @@ fn parse_meta<'a>(members: &[(Cow<'_, str>, &'a RawValue)]) -> Result<(Meta, Nam
             "generation" => meta.generation = serde_json::from_str::<Option<i64>>(text)?.unwrap_or(0),
             "labels" => {
                 let labels: Option<BTreeMap<Box<str>, Box<str>>> = serde_json::from_str(text)?;
-                meta.labels = labels.unwrap_or_default().into_iter().collect();
+                meta.labels = Labels::new(labels.unwrap_or_default());
             }
             "annotations" => annotations = serde_json::from_str::<Option<_>>(text)?.unwrap_or_default(),
             "ownerReferences" => {

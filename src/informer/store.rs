@@ -262,10 +262,8 @@ mod tests {
 
     fn object(namespace: &str, name: &str, labels: &[(&str, &str)], owner: &[&str]) -> Arc<CachedObject> {
         let key: Arc<str> = if namespace.is_empty() { name.into() } else { format!("{namespace}/{name}").into() };
-        let mut labels: Vec<(Box<str>, Box<str>)> = labels.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
-        labels.sort();
         let mut meta = Meta::default();
-        meta.labels = labels.into();
+        meta.labels = crate::informer::labels::Labels::new(labels.iter().copied());
         Arc::new(CachedObject {
             key,
             meta,
