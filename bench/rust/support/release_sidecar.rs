@@ -61,6 +61,14 @@ impl ReleaseSidecar {
 
     fn spawn(config: Option<PathBuf>, args: &[&str]) -> ReleaseSidecar {
         let mut command = Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar"));
+        // Only what the benchmark passes configures the sidecar: a `WQS_*`
+        // setting (or a pod's name) left in the shell that runs the benchmark
+        // would change what is measured, as `WQS_WORKER_THREADS` would.
+        for (name, _) in std::env::vars_os() {
+            if name.to_str().is_some_and(|name| name.starts_with("WQS_") || name.starts_with("POD_")) {
+                command.env_remove(name);
+            }
+        }
         command.args(["--tcp", "127.0.0.1:0", "--admin", "off", "--log", "warn,workqueue_sidecar::server=info"]);
         if let Some(path) = &config {
             command.arg("--config").arg(path);
