@@ -21,16 +21,15 @@ impl Labels {
         let mut pairs: Vec<(K, V)> = pairs.into_iter().collect();
         // Stable, so that of equal keys the last given stays last.
         pairs.sort_by(|(a, _), (b, _)| a.as_ref().cmp(b.as_ref()));
-        let mut kept: Vec<(&str, &str)> = Vec::with_capacity(pairs.len());
-        for (key, value) in &pairs {
-            match kept.last_mut() {
-                Some(last) if last.0 == key.as_ref() => last.1 = value.as_ref(),
-                _ => kept.push((key.as_ref(), value.as_ref())),
-            }
-        }
-        let size = kept.iter().map(|(key, value)| HEADER + key.len() + value.len()).sum();
+        let kept = || {
+            pairs.iter().enumerate().filter_map(|(at, (key, value))| {
+                let replaced = pairs.get(at + 1).is_some_and(|(next, _)| next.as_ref() == key.as_ref());
+                (!replaced).then(|| (key.as_ref(), value.as_ref()))
+            })
+        };
+        let size = kept().map(|(key, value)| HEADER + key.len() + value.len()).sum();
         let mut bytes = Vec::with_capacity(size);
-        for (key, value) in kept {
+        for (key, value) in kept() {
             bytes.extend_from_slice(&length(key).to_le_bytes());
             bytes.extend_from_slice(&length(value).to_le_bytes());
             bytes.extend_from_slice(key.as_bytes());
