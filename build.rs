@@ -83,9 +83,7 @@ fn run() -> Result<(), String> {
 /// and they then do not depend on the script.
 fn link_hot_code_together() -> Result<(), String> {
     println!("cargo:rerun-if-changed={HOT_CODE_SCRIPT}");
-    let optimised = env::var("PROFILE").is_ok_and(|profile| profile == "release");
-    let linux = env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux");
-    if !(optimised && linux) {
+    if !optimised_for_linux() {
         return Ok(());
     }
     let manifest_dir = env::var_os("CARGO_MANIFEST_DIR").ok_or("CARGO_MANIFEST_DIR is not set")?;
@@ -105,12 +103,16 @@ fn link_hot_code_together() -> Result<(), String> {
 /// (rustc's own, its default linker here) or GNU ld 2.38 to link, and glibc
 /// 2.36 to run, which the images' Debian 12 has.
 fn pack_relative_relocations() {
-    let optimised = env::var("PROFILE").is_ok_and(|profile| profile == "release");
-    let linux_gnu = env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux")
-        && env::var("CARGO_CFG_TARGET_ENV").is_ok_and(|target_env| target_env == "gnu");
-    if optimised && linux_gnu {
+    let gnu = env::var("CARGO_CFG_TARGET_ENV").is_ok_and(|target_env| target_env == "gnu");
+    if optimised_for_linux() && gnu {
         println!("cargo:rustc-link-arg-bin=workqueue-sidecar=-Wl,-z,pack-relative-relocs");
     }
+}
+
+/// A release build for Linux: the one the binary's link settings are for.
+fn optimised_for_linux() -> bool {
+    env::var("PROFILE").is_ok_and(|profile| profile == "release")
+        && env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux")
 }
 
 /// Appends every `.proto` file under `dir`, recursively.
