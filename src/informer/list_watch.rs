@@ -1,4 +1,4 @@
-//! An informer's list and watch: one list (streaming where the API server serves it, else in pages), a watch from its version with bookmarks, a relist after 410 Gone; for a sharded informer, on each change of the owned slots only the difference: objects of slots given up leave the cache, only the slots gained are listed (at the watch's version exactly), and the watch resumes from that version under the new selector.
+//! An informer's list and watch: one list (streaming where the API server serves it, else in pages; in pages once after a streaming list failed), a watch from its version with bookmarks, a relist after 410 Gone; for a sharded informer, on each change of the owned slots only the difference: objects of slots given up leave the cache, only the slots gained are listed (at the watch's version exactly), and the watch resumes from that version under the new selector.
 //!
 //! The requests are this loop's own, and what they answer is read as text:
 //! a list page's items and a watch event's object stay JSON until
@@ -19,6 +19,12 @@
 //! gained slots at exactly the version the watch stopped at is what makes
 //! the resumed watch complete: every object of the new share is in the
 //! cache as of that version, and the watch sends every change after it.
+//!
+//! A streaming list that fails (most often cut short: the API server closes
+//! a watcher that does not keep up with its objects and the changes arriving
+//! meanwhile) is followed by a list in pages, a snapshot the server does not
+//! cut for slowness, as client-go's reflector falls back: asked again as a
+//! stream, a slow replica under steady churn could be cut every time.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -104,6 +110,8 @@ struct ListWatch {
     share: Share,
     /// Whether the API server serves streaming lists (`sendInitialEvents`).
     streaming: bool,
+    /// The last streaming list failed: the next list is in pages.
+    pages_next: bool,
     request: Request,
     /// The informer's kind, while its answers are asked for as protobuf (a
     /// built-in kind, not metadata-only); `None`: JSON.
@@ -133,7 +141,17 @@ impl ListWatch {
         let resync = spec.resync.map(resync_ticks);
         let resource = informer.resource();
         let protobuf = ProtobufKind::of(&resource.api_version, &resource.kind).filter(|_| !spec.metadata_only);
-        ListWatch { writer, client, share, streaming, request, protobuf, backoff: WatchBackoff::new(), resync }
+        ListWatch {
+            writer,
+            client,
+            share,
+            streaming,
+            pages_next: false,
+            request,
+            protobuf,
+            backoff: WatchBackoff::new(),
+            resync,
+        }
     }
 
     async fn run(mut self) {
@@ -211,18 +229,26 @@ impl ListWatch {
     /// cache as deletions. Returns the list's version.
     async fn list_all(&mut self, owned: SlotSet) -> Result<String, Stop> {
         let informer = self.writer.informer().clone();
+        let streaming = self.streaming && !self.pages_next;
         if let Share::Slots { by, .. } = &self.share {
             self.writer.filter_shards(ShardFilter::new(*by, owned));
-            info!(informer = %informer.name(), slots = owned.len(), streaming = self.streaming, "listing this replica's shard slots");
+            info!(informer = %informer.name(), slots = owned.len(), streaming, "listing this replica's shard slots");
         } else {
-            debug!(informer = %informer.name(), streaming = self.streaming, "list started");
+            debug!(informer = %informer.name(), streaming, "list started");
         }
         let selector = self.selector(&owned);
         self.writer.on_init();
-        let version = if self.streaming {
-            self.stream_list(selector.as_deref()).await?
+        let version = if streaming {
+            let listed = self.stream_list(selector.as_deref()).await;
+            if matches!(listed, Err(Stop::Failed(_))) {
+                info!(informer = %informer.name(), "the streaming list failed: the next list is in pages");
+                self.pages_next = true;
+            }
+            listed?
         } else {
-            self.list(selector.as_deref(), None).await?
+            let listed = self.list(selector.as_deref(), None).await?;
+            self.pages_next = false;
+            listed
         };
         self.writer.on_list_done();
         self.writer.on_current_at(&version);
@@ -388,9 +414,9 @@ impl ListWatch {
                 Event::Error(status) => return Err(Stop::Failed(kube::Error::Api(status))),
             }
         }
-        // Ended before its bookmark: a failure (retried after the backoff),
-        // not a watch ending on time, lest a server that keeps cutting the
-        // list short be asked again at once, forever.
+        // Ended before its bookmark: a failure (listed again in pages after
+        // the backoff), not a watch ending on time, lest a server that keeps
+        // cutting the list short be asked again at once, forever.
         let cut =
             std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the streaming list ended before its end bookmark");
         Err(Stop::Failed(kube::Error::ReadEvents(cut)))
