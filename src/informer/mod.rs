@@ -52,7 +52,6 @@ pub use spec::{
     TriggerSpec,
 };
 pub use store::{ListQuery, Page};
-pub use streaming_probe::STREAMING_PROBE_NAME;
 pub use tombstone::{MAX_TOMBSTONES, TOMBSTONE_TTL};
 pub use uid::{Uid, UidText};
 pub use writer::InformerWriter;

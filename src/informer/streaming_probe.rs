@@ -6,9 +6,6 @@ use kube::api::{Api, DynamicObject, WatchEvent, WatchParams};
 
 use super::shared::SharedInformer;
 
-/// The object name the probe asks for, which no object has.
-pub const STREAMING_PROBE_NAME: &str = "workqueue-sidecar-streaming-list-probe";
-
 /// Whether the API server serves streaming lists (`sendInitialEvents`) for
 /// this resource: asks for one of a single object name that does not exist
 /// and waits for its end-of-initial-events bookmark. Any failure means no.
@@ -23,7 +20,7 @@ pub async fn supports_streaming_lists(informer: &SharedInformer, client: Client)
         _ => Api::all_with(client, resource),
     };
     let params = WatchParams {
-        field_selector: Some(format!("metadata.name={STREAMING_PROBE_NAME}")),
+        field_selector: Some("metadata.name=workqueue-sidecar-streaming-list-probe".into()),
         timeout: Some(5),
         bookmarks: true,
         send_initial_events: true,

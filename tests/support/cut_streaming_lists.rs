@@ -19,9 +19,11 @@ use http::{Request, Response};
 use http_body_util::BodyExt;
 use kube::Client;
 use kube::client::Body;
-use workqueue_sidecar::informer::STREAMING_PROBE_NAME;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The field selector of the sidecar's streaming-list probe, which is answered whole.
+const PROBE: &str = "workqueue-sidecar-streaming-list-probe";
 
 /// The requests sent so far, in order, by path and query.
 #[derive(Clone, Default)]
@@ -35,10 +37,9 @@ impl Sent {
     }
 }
 
-/// Whether a request is a streaming list (other than the sidecar's probe of
-/// them, which is answered whole).
+/// Whether a request is a streaming list (other than the probe).
 pub fn is_streaming_list(path_and_query: &str) -> bool {
-    path_and_query.contains("sendInitialEvents=true") && !path_and_query.contains(STREAMING_PROBE_NAME)
+    path_and_query.contains("sendInitialEvents=true") && !path_and_query.contains(PROBE)
 }
 
 /// Whether a request is a list in pages (a plain list with a page size).
