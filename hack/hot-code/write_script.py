@@ -10,7 +10,11 @@ parts that change from build to build (legacy mangling's hash, v0's crate
 disambiguators) as `*` where that pattern matches no function that did not
 run, so the entry keeps matching after a dependency or the compiler changes;
 the exact symbol where it would (the instances of one generic function share
-a path and differ only in the hash).
+a path and differ only in the hash). The number LLVM gives a local copy of a
+function (`write_str.5782`) is always `*`: it moves with any change to the
+program, and a copy left out of .text.hot costs a process up to 64 KiB of
+resident code (the kernel maps the neighbours of a faulting page), even
+where the copy itself is a few bytes.
 """
 
 import re
@@ -24,18 +28,35 @@ HEADER = """\
  * of the code: build.rs passes this script to the linker in release builds.
  * Written by hack/profile-hot-code from the benchmarks' workloads; do not
  * edit by hand, run it again. {ran} functions, {ran_mib:.2f} of {all_mib:.2f} MiB
- * of code; {stable} patterns without the build's hashes, {exact} exact symbols. */
+ * of code; {stable} patterns without the build's hashes, {exact} exact symbols
+ * ({numbered} entries with LLVM's copy number as `*`). */
 """
+
+
+# The suffix LLVM gives a local copy of a function: `.1234` or `.llvm.1234`.
+COPY_NUMBER = re.compile(r"(\.llvm)?\.\d+$")
+
+
+def split_copy_number(symbol):
+    """(the symbol without LLVM's copy number, `.*` where it had one, else "")."""
+    number = COPY_NUMBER.search(symbol)
+    return (symbol[:number.start()], ".*") if number else (symbol, "")
 
 
 def stable_pattern(symbol):
     """The symbol with its build-specific parts as `*`."""
-    symbol = re.sub(r"\.llvm\.\d+$", "", symbol)
-    if symbol.startswith("_ZN"):
-        return re.sub(r"17h[0-9a-f]{16}E$", "17h*E", symbol)
-    if symbol.startswith("_R"):
-        return re.sub(r"Cs[0-9A-Za-z]+_(?=\d)", "Cs*_", symbol)
-    return symbol
+    base, copy = split_copy_number(symbol)
+    if base.startswith("_ZN"):
+        base = re.sub(r"17h[0-9a-f]{16}E$", "17h*E", base)
+    elif base.startswith("_R"):
+        base = re.sub(r"Cs[0-9A-Za-z]+_(?=\d)", "Cs*_", base)
+    return base + copy
+
+
+def exact_pattern(symbol):
+    """The symbol itself, but for LLVM's copy number as `*`."""
+    base, copy = split_copy_number(symbol)
+    return base + copy
 
 
 def main():
@@ -55,14 +76,15 @@ def main():
         matched[stable_pattern(symbol)].add(symbol)
     # In the order each entry's first function first ran.
     entries = dict.fromkeys(
-        stable_pattern(symbol) if matched[stable_pattern(symbol)] <= ran else symbol
+        stable_pattern(symbol) if matched[stable_pattern(symbol)] <= ran else exact_pattern(symbol)
         for symbol in sorted(ran, key=lambda s: (first_seen[s], s)))
     exact = sum(entry not in matched for entry in entries)
+    numbered = sum(entry.endswith(".*") for entry in entries)
     ran_bytes = sum(sizes[s] for s in ran)
     all_bytes = sum(sizes.values())
     with open(out, "w") as f:
         f.write(HEADER.format(ran=len(ran), ran_mib=ran_bytes / 2**20, all_mib=all_bytes / 2**20,
-                              stable=len(entries) - exact, exact=exact))
+                              stable=len(entries) - exact, exact=exact, numbered=numbered))
         f.write("SECTIONS\n{\n  .text.hot : {\n")
         # LLVM puts a #[cold] function (RawVec's growth, hash tables'
         # rehash) in .text.unlikely.<symbol>; some of them run everywhere.
