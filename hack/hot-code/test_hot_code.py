@@ -6,7 +6,7 @@ Run: python3 hack/hot-code/test_hot_code.py (hack/test does).
 import unittest
 
 from check_layout import unmatched
-from write_script import exact_pattern, stable_pattern
+from write_script import exact_pattern, keeping_order, stable_pattern
 
 
 class StablePatternTest(unittest.TestCase):
@@ -23,6 +23,23 @@ class StablePatternTest(unittest.TestCase):
     def test_exact_pattern_keeps_the_hash_but_not_the_copy_number(self):
         self.assertEqual(exact_pattern("_ZN4http6as_str17hffd1a84579c295c8E.6923"), "_ZN4http6as_str17hffd1a84579c295c8E.*")
         self.assertEqual(exact_pattern("_ZN4http6as_str17hffd1a84579c295c8E"), "_ZN4http6as_str17hffd1a84579c295c8E")
+
+
+class KeepingOrderTest(unittest.TestCase):
+    def test_without_a_previous_list_the_order_is_first_run(self):
+        self.assertEqual(keeping_order(["b", "a"], {}, []), ["b", "a"])
+
+    def test_known_entries_keep_their_place_and_new_ones_follow_what_ran_before_them(self):
+        previous = {"a": 0, "b": 1, "c": 2}
+        # This profile saw c first, then a new x, then a, then b.
+        self.assertEqual(keeping_order(["c", "x", "a", "b"], previous, []), ["a", "b", "c", "x"])
+
+    def test_a_new_entry_that_ran_first_goes_first(self):
+        self.assertEqual(keeping_order(["x", "a"], {"a": 0}, []), ["x", "a"])
+
+    def test_entries_kept_from_the_previous_list_take_their_old_place(self):
+        previous = {"a": 0, "b": 1, "c": 2}
+        self.assertEqual(keeping_order(["a", "y", "c"], previous, ["b"]), ["a", "y", "b", "c"])
 
 
 class UnmatchedTest(unittest.TestCase):
