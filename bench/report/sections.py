@@ -65,7 +65,13 @@ QUEUE_WHY_PER_ITEM = (
     "straight to a parked consumer cannot help (c): counted by hand, every take there finds a key ready (N = "
     "1, 2 and 8). Issue 2's 0.5 µs is a time, not a ratio, so it moves with the machine: in the run of "
     "2026-11-25 client-go's own time at N=1 was 0.308 µs, against 0.234 µs in the run before it, and ours "
-    "0.507 against 0.401 µs."
+    "0.507 against 0.401 µs. (c) is not the shape the sidecar runs: since `ea53cc8` it runs one runtime "
+    "thread, and its adds (informers, gRPC handlers) and takes (the `Work` stream's sessions) are tasks on "
+    "it. By hand on 2026-11-27 (3 rounds alternating, the same 20,000 items, N = 1, 2, 4 and 8), (c) as "
+    "measured here took 9.6-14.1 ms; the producer as a task on a one-thread runtime with the consumers, "
+    "7.2-8.9 ms (0.36-0.44 µs per item, about client-go's own 0.32-0.43 µs in the section's runs); the "
+    "producer as a task on the two-thread runtime, 11.7-19.6 ms. The targets stay read from (c), the shape "
+    "issue 8 set, with client-go's benchmark."
 )
 
 QUEUE_WHY_WAKE = (
