@@ -69,9 +69,9 @@ QUEUE_WHY_PER_ITEM = (
     "thread, and its adds (informers, gRPC handlers) and takes (the `Work` stream's sessions) are tasks on "
     "it. By hand on 2026-11-27 (3 rounds alternating, the same 20,000 items, N = 1, 2, 4 and 8), (c) as "
     "measured here took 9.6-14.1 ms; the producer as a task on a one-thread runtime with the consumers, "
-    "7.2-8.9 ms (0.36-0.44 µs per item, about client-go's own 0.32-0.43 µs in the section's runs); the "
-    "producer as a task on the two-thread runtime, 11.7-19.6 ms. The targets stay read from (c), the shape "
-    "issue 8 set, with client-go's benchmark."
+    "7.2-8.9 ms (0.36-0.44 µs per item); the producer as a task on the two-thread runtime, 11.7-19.6 ms. "
+    "The section measures the one-thread shape since (its row `in the sidecar's shape`); the targets stay "
+    "read from (c), the shape issue 8 set them on, with client-go's benchmark."
 )
 
 QUEUE_WHY_WAKE = (
@@ -96,7 +96,10 @@ QUEUE = Section(
         "20,000 items, per item, each consumer calling Get then Done as client-go's do; the same shape with "
         "consumers that finish a key and take the next under one lock (`WorkQueue::finish_then_take`), as the "
         "`Work` stream serves a worker's Finish when its window has room, ours only (client-go has no such "
-        "call; the targets are read from (c)); (d) wake latency, from Add after the consumer parked until its Get returns, "
+        "call; the targets are read from (c)); the same shape in the sidecar's own: its default is one "
+        "runtime thread (a current-thread runtime), where informers and gRPC handlers add and the `Work` "
+        "stream's sessions take, so the producer is a task beside the consumers on that thread, ours only "
+        "(since 2026-11-27; (c) is client-go's benchmark's shape, on which issue 8 set the targets); (d) wake latency, from Add after the consumer parked until its Get returns, "
         "the Add made from a task on the runtime as Go's benchmark makes it from a goroutine (every add in "
         "the sidecar comes from a task: a gRPC handler, an informer, the timer), and, ours only, from a "
         "thread outside the runtime (until 2026-11-26 the only shape measured), which must wake a worker "
@@ -110,6 +113,8 @@ QUEUE = Section(
         Metric("a", "(a) Add + Get + Done", "µs per key"),
         Metric("c", "(c) one producer, N consumers", "µs per item"),
         Metric("c_stream", "(c) with the Work stream's Finish-then-take, ours only", "µs per item"),
+        Metric("c_one_thread", "(c) in the sidecar's shape: the producer a task on one runtime thread, ours only",
+               "µs per item"),
         Metric("d", "(d) wake latency", "µs"),
         Metric("e", "(e) fresh key behind a backlog", "µs", log_scale=True),
     ),

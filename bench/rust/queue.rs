@@ -74,8 +74,8 @@ fn re_add(c: &mut Criterion) {
     group.finish();
 }
 
-/// (c) One producer, N consumer tasks on a 2-thread runtime: time per item,
-/// from the first Add until the last Done.
+/// (c) One producer, N consumer tasks: time per item, from the first Add
+/// until the last Done.
 /// How the consumers of (c) end a key and take the next.
 #[derive(Clone, Copy)]
 enum Consumers {
@@ -87,17 +87,34 @@ enum Consumers {
     FinishThenTake,
 }
 
+/// Where the producer of (c) runs, and on what runtime.
+#[derive(Clone, Copy)]
+enum Producer {
+    /// On Criterion's thread, the consumers on a 2-thread runtime: the shape
+    /// of client-go's benchmark (a producer goroutine beside the consumers,
+    /// `GOMAXPROCS=2`), which the targets are read from.
+    OwnThread,
+    /// A task beside the consumers on a current-thread runtime: the
+    /// sidecar's own shape at its default of one runtime thread, where
+    /// informers and gRPC handlers add and the `Work` stream's sessions take.
+    TaskOnOneThread,
+}
+
 fn producer_consumers(c: &mut Criterion) {
-    for (group, shape) in [
-        ("c_one_producer_n_consumers", Consumers::GetDone),
-        ("c_stream_one_producer_n_consumers", Consumers::FinishThenTake),
+    for (group, consumers, producer) in [
+        ("c_one_producer_n_consumers", Consumers::GetDone, Producer::OwnThread),
+        ("c_stream_one_producer_n_consumers", Consumers::FinishThenTake, Producer::OwnThread),
+        ("c_one_thread_one_producer_n_consumers", Consumers::GetDone, Producer::TaskOnOneThread),
     ] {
-        producer_consumers_as(c, group, shape);
+        producer_consumers_as(c, group, consumers, producer);
     }
 }
 
-fn producer_consumers_as(c: &mut Criterion, group: &str, shape: Consumers) {
-    let rt = multi_thread();
+fn producer_consumers_as(c: &mut Criterion, group: &str, shape: Consumers, producer: Producer) {
+    let rt = match producer {
+        Producer::OwnThread => multi_thread(),
+        Producer::TaskOnOneThread => current_thread(),
+    };
     const ITEMS: usize = 20_000;
     let keys = Arc::new(keys(ITEMS));
     let mut group = c.benchmark_group(group);
@@ -110,7 +127,7 @@ fn producer_consumers_as(c: &mut Criterion, group: &str, shape: Consumers) {
                 async move {
                     let mut total = Duration::ZERO;
                     for _ in 0..iters {
-                        total += one_producer_run(&keys, consumers, shape).await;
+                        total += one_producer_run(&keys, consumers, shape, producer).await;
                     }
                     total
                 }
@@ -120,7 +137,12 @@ fn producer_consumers_as(c: &mut Criterion, group: &str, shape: Consumers) {
     group.finish();
 }
 
-async fn one_producer_run(keys: &Arc<Vec<Arc<str>>>, consumers: usize, shape: Consumers) -> Duration {
+async fn one_producer_run(
+    keys: &Arc<Vec<Arc<str>>>,
+    consumers: usize,
+    shape: Consumers,
+    producer: Producer,
+) -> Duration {
     let q: WorkQueue<Arc<str>> = WorkQueue::new("bench", QueueSettings::default()).unwrap();
     let processed = Arc::new(AtomicUsize::new(0));
     let all_done = Arc::new(tokio::sync::Notify::new());
@@ -164,11 +186,18 @@ async fn one_producer_run(keys: &Arc<Vec<Arc<str>>>, consumers: usize, shape: Co
             })
         })
         .collect();
-    // The producer runs on criterion's thread (like client-go's benchmark's
-    // producer goroutine); the consumers on the runtime's two threads.
     let start = StdInstant::now();
-    for key in keys.iter() {
-        q.add(key.clone(), 0, reason()).unwrap();
+    let add_all = {
+        let (q, keys) = (q.clone(), keys.clone());
+        move || {
+            for key in keys.iter() {
+                q.add(key.clone(), 0, reason()).unwrap();
+            }
+        }
+    };
+    match producer {
+        Producer::OwnThread => add_all(),
+        Producer::TaskOnOneThread => drop(tokio::spawn(async move { add_all() })),
     }
     all_done.notified().await;
     let elapsed = start.elapsed();
