@@ -33,6 +33,7 @@ import re
 import sys
 from collections import defaultdict
 
+from check_layout import entries as listed_entries
 from check_layout import unmatched
 from elf_functions import functions
 
@@ -76,12 +77,9 @@ def previous_order(path):
     """Each entry of the list at PATH (its copy numbers as `*`), by place."""
     if path is None:
         return {}
-    with open(path) as f:
-        names = re.findall(r"\*\(\.text\.(\S+) \.text\.unlikely\.\S+\)", f.read())
     order = {}
-    for place, name in enumerate(names):
-        base, copy = split_copy_number(name)
-        order.setdefault(base + copy, place)
+    for place, name in enumerate(listed_entries(path)):
+        order.setdefault(exact_pattern(name), place)
     return order
 
 
@@ -120,8 +118,9 @@ def main():
         stable_pattern(symbol) if matched[stable_pattern(symbol)] <= ran else exact_pattern(symbol)
         for symbol in sorted(ran, key=lambda s: (first_seen[s], s)))
     in_place = sum(entry in previous for entry in entries)
-    kept = [entry for entry in previous if entry not in entries]
-    kept = [entry for entry in kept if entry not in unmatched(kept, list(sizes))]
+    not_run = [entry for entry in previous if entry not in entries]
+    gone = set(unmatched(not_run, list(sizes)))
+    kept = [entry for entry in not_run if entry not in gone]
     entries = keeping_order(entries, previous, kept)
     exact = sum(entry not in matched for entry in entries)
     numbered = sum(entry.endswith(".*") for entry in entries)
