@@ -521,6 +521,35 @@ async fn an_expired_stream_lease_should_give_its_credit_back_only_with_the_worke
 }
 
 #[tokio::test]
+async fn a_finish_naming_another_key_should_keep_the_lease_and_its_credit() {
+    let mut s = start().await;
+    s.client.add(add("short", &["a", "b"], None)).await.unwrap();
+    let mut worker = open_stream(&mut s.client, "short", 1).await;
+    let a = worker.next_lease().await;
+    let wrong = work_request::Finish { key: "not-a".into(), ..success(&a) };
+    worker.send(work_request::Kind::Finish(wrong)).await;
+    match worker.next().await {
+        work_response::Kind::FinishAck(ack) => {
+            assert_eq!((ack.key.as_str(), ack.code), ("not-a", Code::FailedPrecondition as i32))
+        }
+        other => panic!("expected the refusal, got {other:?}"),
+    }
+    // The lease is still out: its expiry is told, and no second lease comes
+    // in a window of one.
+    match worker.next().await {
+        work_response::Kind::Cancel(cancel) => assert_eq!((cancel.key.as_str(), cancel.token), ("a", a.token)),
+        other => panic!("expected the Cancel of a's lease, not another lease: {other:?}"),
+    }
+    worker.finish(&a).await;
+    match worker.next().await {
+        work_response::Kind::FinishAck(ack) => assert_eq!(ack.code, Code::FailedPrecondition as i32),
+        other => panic!("expected the FinishAck, got {other:?}"),
+    }
+    let next = worker.next_lease().await;
+    assert_ne!(next.token, a.token, "a's own Finish gave the credit back");
+}
+
+#[tokio::test]
 async fn work_stream_should_refuse_a_bad_first_message_and_unknown_queue() {
     let mut s = start().await;
     let (tx, rx) = mpsc::channel(1);

@@ -289,7 +289,8 @@ impl Session {
                 Ok(())
             }
             Deferred::Finished { key, token, result } => {
-                if matches!(result, Ok(()) | Err(ApiError::Queue(QueueError::StaleToken { .. }))) {
+                let freed = matches!(result, Ok(()) | Err(ApiError::Queue(QueueError::StaleToken { .. })));
+                if freed && self.holds(&key, token) {
                     self.held.remove(&token);
                 }
                 self.answer_finish(key, token.get(), result).await
@@ -381,17 +382,25 @@ impl Session {
             Err(err) => return (Err(err), Vec::new()),
         };
         let (window, held) = (self.window as usize, self.held.len());
-        let finishing = usize::from(self.held.contains_key(&token));
+        let finishing = self.holds(key, token);
         let (result, leases) = self.queue.finish_then_take(key, token, outcome, &self.holder, self.ttl, |result| {
-            let held = if frees_credit(result) { held - finishing } else { held };
+            let held = if finishing && frees_credit(result) { held - 1 } else { held };
             window.saturating_sub(held)
         });
-        if frees_credit(&result) {
+        if finishing && frees_credit(&result) {
             // Either way the lease is no longer this stream's: its credit
             // comes back (for an ended lease, only now: the worker heard).
             self.held.remove(&token);
         }
         (result.map_err(ApiError::from), leases)
+    }
+
+    /// Whether this stream holds `token` as the lease of `key`. A Finish
+    /// naming another key with a held token is refused by the queue (its key
+    /// is not held under that token) and must leave the lease and its credit
+    /// in place: the lease is still out, and still ends with a Cancel.
+    fn holds(&self, key: &str, token: LeaseToken) -> bool {
+        self.held.get(&token).is_some_and(|held| &*held.key == key)
     }
 
     fn extend(&mut self, extend: &work_request::Extend) -> Result<crate::queue::LeaseRenewal, ApiError> {
