@@ -28,6 +28,9 @@ struct TestServer {
     _stop: watch::Sender<bool>,
 }
 
+/// The server's grace period: what a ShutDown drain naming no timeout takes.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
 fn settings() -> QueueSettings {
     QueueSettings {
         rate_limiter: RateLimiterSpec::Exponential { base: Duration::from_millis(5), max: Duration::from_secs(10) },
@@ -48,7 +51,8 @@ async fn start() -> TestServer {
     );
     let listeners = Listeners::bind(Some("127.0.0.1:0".parse().unwrap()), None, false).await.unwrap();
     let address = listeners.tcp_address().unwrap();
-    let api = grpc::api(queues, Arc::new(workqueue_sidecar::informer::InformerRegistry::empty()), None).await.unwrap();
+    let informers = Arc::new(workqueue_sidecar::informer::InformerRegistry::empty());
+    let api = grpc::api(queues, informers, None, DRAIN_GRACE).await.unwrap();
     let (stop, stop_rx) = watch::channel(false);
     tokio::spawn(serve(api.routes, listeners, stop_rx));
     let channel = tonic::transport::Endpoint::new(format!("http://{address}")).unwrap().connect().await.unwrap();
@@ -318,6 +322,92 @@ async fn shut_down_with_drain_should_report_finished_and_returned() {
     assert_eq!((report.finished, report.returned), (1, 1));
 }
 
+fn seconds(seconds: i64) -> Option<prost_types::Duration> {
+    Some(prost_types::Duration { seconds, nanos: 0 })
+}
+
+#[tokio::test]
+async fn an_extend_naming_no_ttl_should_renew_a_lease_by_its_own() {
+    let mut s = start().await;
+    s.client.add(add("default", &["stream", "unary"], None)).await.unwrap();
+    // The queue's lease_ttl is the default 30 s; this stream asks for 120 s.
+    let open = work_request::Open {
+        queue: "default".into(),
+        worker: "long".into(),
+        credits: 1,
+        lease_ttl: seconds(120),
+        include_object: false,
+        ack_failures_only: false,
+    };
+    let mut worker = open_stream_as(&mut s.client, open).await;
+    let lease = worker.next_lease().await;
+    let extend = work_request::Extend { key: lease.key.clone(), token: lease.token, ttl: None };
+    worker.send(work_request::Kind::Extend(extend)).await;
+    match worker.next().await {
+        work_response::Kind::Extended(extended) => {
+            assert_eq!(extended.code, 0, "{extended:?}");
+            assert!(extended.ttl.unwrap().seconds > 60, "renewed by the stream's 120 s: {extended:?}");
+        }
+        other => panic!("expected Extended, got {other:?}"),
+    }
+    // Unary: a lease taken for 120 s and extended with no ttl keeps 120 s.
+    let get = pb::GetRequest { lease_ttl: seconds(120), ..get("default", 1, 500) };
+    let lease = s.client.get(get).await.unwrap().into_inner().leases.remove(0);
+    let extend = pb::ExtendRequest { queue: "default".into(), key: lease.key.clone(), token: lease.token, ttl: None };
+    let extended = s.client.extend(extend).await.unwrap().into_inner();
+    assert!(extended.ttl.unwrap().seconds > 60, "renewed by its own 120 s");
+}
+
+#[tokio::test]
+async fn a_zero_lease_ttl_should_be_refused_naming_the_field() {
+    let mut s = start().await;
+    let zero = seconds(0);
+    let status = s.client.get(pb::GetRequest { lease_ttl: zero, ..get("default", 1, 0) }).await.unwrap_err();
+    assert_eq!(
+        (status.code(), status.message().starts_with("lease_ttl:")),
+        (Code::InvalidArgument, true),
+        "{status:?}"
+    );
+    let extend = pb::ExtendRequest { queue: "default".into(), key: "k".into(), token: 1, ttl: zero };
+    let status = s.client.extend(extend).await.unwrap_err();
+    assert_eq!((status.code(), status.message().starts_with("ttl:")), (Code::InvalidArgument, true), "{status:?}");
+    let (requests, rx) = mpsc::channel(1);
+    let open = work_request::Open { queue: "default".into(), lease_ttl: zero, credits: 1, ..Default::default() };
+    requests.send(pb::WorkRequest { kind: Some(work_request::Kind::Open(open)) }).await.unwrap();
+    let mut responses = s.client.work(ReceiverStream::new(rx)).await.unwrap().into_inner();
+    let status = responses.next().await.unwrap().unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(status.message().starts_with("open.lease_ttl:"), "{status:?}");
+}
+
+#[tokio::test]
+async fn a_drain_naming_no_timeout_or_zero_should_take_the_servers_grace_period() {
+    for drain_timeout in [None, Some(prost_types::Duration { seconds: 0, nanos: 0 })] {
+        let mut s = start().await;
+        s.client.add(add("default", &["a"], None)).await.unwrap();
+        let a = take(&mut s.client, "default").await;
+        let mut other = s.client.clone();
+        let drain = tokio::spawn(async move {
+            let request = pb::ShutDownRequest { queue: "default".into(), drain: true, drain_timeout };
+            other.shut_down(request).await.unwrap().into_inner()
+        });
+        // Well within DRAIN_GRACE: the lease ends during the drain, not after it.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        s.client.done(done("default", &a)).await.unwrap();
+        let report = drain.await.unwrap();
+        assert_eq!((report.finished, report.returned), (1, 0), "drain_timeout {drain_timeout:?}");
+    }
+    // A lease never finished is handed back once the grace period is over,
+    // not after some other default (it was 30 s whatever the server's).
+    let mut s = start().await;
+    s.client.add(add("default", &["kept"], None)).await.unwrap();
+    let _kept = take(&mut s.client, "default").await;
+    let request = pb::ShutDownRequest { queue: "default".into(), drain: true, drain_timeout: None };
+    let drained = tokio::time::timeout(DRAIN_GRACE * 10, s.client.shut_down(request)).await;
+    let report = drained.expect("the drain ended with the server's grace period").unwrap().into_inner();
+    assert_eq!((report.finished, report.returned), (0, 1));
+}
+
 /// A worker on the Work stream: the request sender and the response stream.
 struct StreamWorker {
     requests: mpsc::Sender<pb::WorkRequest>,
@@ -330,7 +420,6 @@ async fn open_stream(client: &mut Client, queue: &str, credits: u32) -> StreamWo
 
 /// Opens a stream; `ack_failures_only` asks that only failed Finishes be answered.
 async fn open_stream_with(client: &mut Client, queue: &str, credits: u32, ack_failures_only: bool) -> StreamWorker {
-    let (requests, rx) = mpsc::channel(16);
     let open = work_request::Open {
         queue: queue.into(),
         worker: "streamer".into(),
@@ -339,6 +428,12 @@ async fn open_stream_with(client: &mut Client, queue: &str, credits: u32, ack_fa
         include_object: false,
         ack_failures_only,
     };
+    open_stream_as(client, open).await
+}
+
+async fn open_stream_as(client: &mut Client, open: work_request::Open) -> StreamWorker {
+    let (credits, ack_failures_only) = (open.credits, open.ack_failures_only);
+    let (requests, rx) = mpsc::channel(16);
     requests.send(pb::WorkRequest { kind: Some(work_request::Kind::Open(open)) }).await.unwrap();
     let responses = client.work(ReceiverStream::new(rx)).await.unwrap().into_inner();
     let mut worker = StreamWorker { requests, responses };

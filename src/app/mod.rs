@@ -197,7 +197,9 @@ impl Sidecar {
             tasks.background("stale-read guard: follows the caches", freshness.clone().follow_caches());
             grpc::Writes { writer, freshness, finalizers }
         });
-        let api = grpc::api(queues.clone(), informers.clone(), writes).await.context("building the gRPC services")?;
+        let api = grpc::api(queues.clone(), informers.clone(), writes, grace_period)
+            .await
+            .context("building the gRPC services")?;
         let (stop_tx, stop_rx) = watch::channel(false);
         let routes = metrics::instrument(api.routes, &metrics);
         let stopped = stop_rx.clone();

@@ -15,6 +15,7 @@ mod work_stream;
 mod workqueue_service;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use finalizers::DeclaredFinalizers;
 use tonic::service::Routes;
@@ -47,11 +48,13 @@ pub struct Api {
 /// empty in the standalone mode, where every informer is NOT_FOUND),
 /// ObjectService (over `writer`; `None` in the standalone mode, where every
 /// write is FAILED_PRECONDITION), grpc.health.v1, and server reflection v1
-/// and v1alpha (so `grpcurl list` and `describe` work).
+/// and v1alpha (so `grpcurl list` and `describe` work). A `ShutDown` drain
+/// that names no timeout takes `drain_grace`, the server's own grace period.
 pub async fn api(
     queues: Arc<QueueRegistry>,
     informers: Arc<InformerRegistry>,
     writes: Option<Writes>,
+    drain_grace: Duration,
 ) -> Result<Api, tonic_reflection::server::Error> {
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<WorkQueueServiceServer<WorkQueueApi>>().await;
@@ -69,7 +72,7 @@ pub async fn api(
         let declared = w.finalizers.iter().map(|(queue, name)| (queue.as_str(), name.as_str()));
         Arc::new(DeclaredFinalizers::new(declared, &informers, w.writer.clone(), w.freshness.clone()))
     });
-    let api = WorkQueueApi::new(queues).with_informers(informers.clone()).with_finalizers(finalizers);
+    let api = WorkQueueApi::new(queues, drain_grace).with_informers(informers.clone()).with_finalizers(finalizers);
     let workqueue = WorkQueueServiceServer::new(api)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);

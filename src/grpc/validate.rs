@@ -91,6 +91,17 @@ pub fn duration(field: &str, value: Option<prost_types::Duration>) -> Result<Opt
     Ok(Some(duration))
 }
 
+/// An optional lease time to live: as [`duration`], and not zero (a lease
+/// that ends as it begins is a mistake; leaving the field out means the
+/// queue's own `lease_ttl`).
+pub fn lease_ttl(field: &str, value: Option<prost_types::Duration>) -> Result<Option<Duration>, ApiError> {
+    let ttl = duration(field, value)?;
+    if ttl.is_some_and(|ttl| ttl.is_zero()) {
+        return Err(ApiError::invalid(field, "must be greater than zero (leave it out for the queue's lease_ttl)"));
+    }
+    Ok(ttl)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,6 +129,16 @@ mod tests {
         let half = prost_types::Duration { seconds: 0, nanos: 500_000_000 };
         assert_eq!(duration("delay", Some(half)).unwrap(), Some(Duration::from_millis(500)));
         assert_eq!(duration("delay", None).unwrap(), None);
+    }
+
+    #[test]
+    fn lease_ttl_should_refuse_zero_and_keep_absent_as_absent() {
+        let zero = prost_types::Duration { seconds: 0, nanos: 0 };
+        let err = lease_ttl("lease_ttl", Some(zero)).unwrap_err();
+        assert!(err.to_string().starts_with("lease_ttl: must be greater than zero"), "{err}");
+        assert_eq!(lease_ttl("lease_ttl", None).unwrap(), None);
+        let second = prost_types::Duration { seconds: 1, nanos: 0 };
+        assert_eq!(lease_ttl("lease_ttl", Some(second)).unwrap(), Some(Duration::from_secs(1)));
     }
 
     #[test]

@@ -145,7 +145,7 @@ async fn run(
         return Err(ApiError::from(QueueError::ShuttingDown).into());
     }
     validate::worker(&open.worker)?;
-    let ttl = validate::duration("open.lease_ttl", open.lease_ttl)?;
+    let ttl = validate::lease_ttl("open.lease_ttl", open.lease_ttl)?;
     let id = STREAM_IDS.fetch_add(1, Ordering::Relaxed);
     let worker = if open.worker.is_empty() { peer } else { open.worker };
     let holder: Holder = Arc::from(format!("{worker}#{id}"));
@@ -406,7 +406,7 @@ impl Session {
     fn extend(&mut self, extend: &work_request::Extend) -> Result<crate::queue::LeaseRenewal, ApiError> {
         let key = validate::key("extend.key", &extend.key)?;
         let token = validate::token(extend.token)?;
-        let ttl = validate::duration("extend.ttl", extend.ttl)?;
+        let ttl = validate::lease_ttl("extend.ttl", extend.ttl)?;
         self.queue.extend(key, token, ttl).map_err(ApiError::from)
     }
 

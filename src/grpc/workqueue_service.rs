@@ -22,11 +22,14 @@ pub struct WorkQueueApi {
     informers: Option<Arc<InformerRegistry>>,
     /// The queues' declared finalizers, kept at the ends of their leases.
     finalizers: Option<Arc<DeclaredFinalizers>>,
+    /// How long a `ShutDown` drain that names no timeout lasts: the
+    /// server's grace period (`--grace-period`).
+    drain_grace: Duration,
 }
 
 impl WorkQueueApi {
-    pub fn new(queues: Arc<QueueRegistry>) -> Self {
-        WorkQueueApi { queues, informers: None, finalizers: None }
+    pub fn new(queues: Arc<QueueRegistry>, drain_grace: Duration) -> Self {
+        WorkQueueApi { queues, informers: None, finalizers: None, drain_grace }
     }
 
     /// Lets leases carry their cached object when asked (`include_object`).
@@ -102,7 +105,7 @@ impl WorkQueueService for WorkQueueApi {
         validate::worker(&req.worker)?;
         let max = (req.max_keys as usize).clamp(1, validate::MAX_GET_KEYS);
         let wait = validate::duration("wait", req.wait)?.unwrap_or_default().min(validate::MAX_GET_WAIT);
-        let ttl = validate::duration("lease_ttl", req.lease_ttl)?;
+        let ttl = validate::lease_ttl("lease_ttl", req.lease_ttl)?;
         let holder: Holder = Arc::from(if req.worker.is_empty() { "unary" } else { req.worker.as_str() });
         // The wait is cancel-safe: if the client goes away while waiting, tonic
         // drops this future and no key has been taken.
@@ -166,7 +169,9 @@ impl WorkQueueService for WorkQueueApi {
             queue.shut_down();
             return Ok(Response::new(pb::ShutDownResponse { finished: 0, returned: 0 }));
         }
-        let grace = validate::duration("drain_timeout", req.drain_timeout)?.unwrap_or(Duration::from_secs(30));
+        // Zero, as absent, is the server's own grace period (the proto says so).
+        let asked = validate::duration("drain_timeout", req.drain_timeout)?.filter(|timeout| !timeout.is_zero());
+        let grace = asked.unwrap_or(self.drain_grace);
         let report = queue.shut_down_with_drain(grace).await;
         Ok(Response::new(pb::ShutDownResponse {
             finished: u32::try_from(report.finished).unwrap_or(u32::MAX),
@@ -179,7 +184,7 @@ impl WorkQueueService for WorkQueueApi {
         let queue = self.queue(&req.queue)?;
         let key = validate::key("key", &req.key)?;
         let token = validate::token(req.token)?;
-        let ttl = validate::duration("ttl", req.ttl)?;
+        let ttl = validate::lease_ttl("ttl", req.ttl)?;
         let renewal = queue.extend(key, token, ttl).map_err(ApiError::from)?;
         Ok(Response::new(pb::ExtendResponse {
             deadline: Some(convert::timestamp(renewal.deadline)),

@@ -184,6 +184,8 @@ enum MPhase {
         token: LeaseToken,
         holder: usize,
         deadline: Instant,
+        /// What an extend without a ttl renews it by.
+        ttl: Duration,
         dirty: Option<(i32, Instant)>,
         unsettled: bool,
     },
@@ -541,6 +543,7 @@ fn run(ops: Vec<Op>) {
                             token: lease.token,
                             holder,
                             deadline: lease.deadline,
+                            ttl: ttl(ttl_ms),
                             dirty: None,
                             unsettled: false,
                         };
@@ -591,11 +594,14 @@ fn run(ops: Vec<Op>) {
                 let result = queue.extend(KEYS[key], token, ttl_ms.map(ms), now);
                 if model.held_token(key) == Some(token) {
                     let renewal = result.unwrap();
-                    assert_eq!(renewal.deadline, now + ttl(ttl_ms));
                     assert_eq!(renewal.cancel, model.shutting_down);
-                    if let MPhase::Held { deadline, .. } = &mut model.key(key).phase {
-                        *deadline = renewal.deadline;
-                    }
+                    let MPhase::Held { deadline, ttl: held_ttl, .. } = &mut model.key(key).phase else {
+                        unreachable!("held_token said held")
+                    };
+                    // Without a ttl, the lease is renewed by its own.
+                    let renewed_by = ttl_ms.map_or(*held_ttl, |asked| ttl(Some(asked)));
+                    assert_eq!(renewal.deadline, now + renewed_by);
+                    (*deadline, *held_ttl) = (renewal.deadline, renewed_by);
                 } else {
                     assert_eq!(result, Err(QueueError::StaleToken { token }));
                 }

@@ -851,7 +851,8 @@ type GetRequest struct {
 	// least one lease is granted.
 	Wait *durationpb.Duration `protobuf:"bytes,4,opt,name=wait,proto3" json:"wait,omitempty"`
 	// How long the leases last before they must be extended or finished;
-	// absent uses the queue's default. Kept within the server's bounds.
+	// absent uses the queue's default, zero is refused. Kept within the
+	// server's bounds.
 	LeaseTtl *durationpb.Duration `protobuf:"bytes,5,opt,name=lease_ttl,json=leaseTtl,proto3" json:"lease_ttl,omitempty"`
 	// Attach each key's cached object to its lease (Lease.object). Only for
 	// queues with a primary informer; ignored otherwise.
@@ -1604,8 +1605,9 @@ type ExtendRequest struct {
 	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
 	// The lease's fencing token.
 	Token uint64 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
-	// The new deadline is now + ttl; absent uses the queue's default lease
-	// ttl. Kept within the server's bounds.
+	// The new deadline is now + ttl; absent renews the lease by its own ttl
+	// (what it was granted, or last extended, with), zero is refused. Kept
+	// within the server's bounds.
 	Ttl           *durationpb.Duration `protobuf:"bytes,4,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2587,7 +2589,8 @@ type WorkRequest_Open struct {
 	// sends nothing until a Credit arrives. Capped at Opened.max_credits.
 	Credits uint32 `protobuf:"varint,3,opt,name=credits,proto3" json:"credits,omitempty"`
 	// How long each lease lasts before it must be extended or finished;
-	// absent uses the queue's default. Kept within the server's bounds.
+	// absent uses the queue's default, zero is refused. Kept within the
+	// server's bounds.
 	LeaseTtl *durationpb.Duration `protobuf:"bytes,4,opt,name=lease_ttl,json=leaseTtl,proto3" json:"lease_ttl,omitempty"`
 	// Attach each key's cached object to its lease (Lease.object). Only for
 	// queues with a primary informer; ignored otherwise.
@@ -2860,8 +2863,9 @@ type WorkRequest_Extend struct {
 	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	// The lease's fencing token.
 	Token uint64 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
-	// The new deadline is now + ttl; absent uses the stream's lease ttl
-	// (Opened.lease_ttl). Kept within the server's bounds.
+	// The new deadline is now + ttl; absent renews the lease by its own ttl
+	// (Opened.lease_ttl, unless an Extend set another), zero is refused.
+	// Kept within the server's bounds.
 	Ttl           *durationpb.Duration `protobuf:"bytes,3,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -53,7 +53,8 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         Ok(())
     }
 
-    /// `Extend`: moves the lease's deadline to `now + ttl`.
+    /// `Extend`: moves the lease's deadline to `now + ttl`; without a `ttl`,
+    /// by the lease's own (what it was granted or last extended with).
     pub(crate) fn extend<Q>(
         &mut self,
         key: &Q,
@@ -66,9 +67,14 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         Q: Hash + Eq + ?Sized,
     {
         let slot = self.held_slot(key, token).inspect_err(|_| self.observer.stale_token())?;
+        let ttl = match ttl {
+            Some(asked) => self.lease_ttl(Some(asked)),
+            None => self.held_lease_mut(slot).ttl,
+        };
         let deadline = self.lease_deadline(ttl, now).max(now);
         let record = self.next_seq();
         let held = self.held_lease_mut(slot);
+        held.ttl = ttl;
         // An unchanged deadline (cut to the leader's term) has its record already.
         if held.deadline != deadline {
             held.deadline = deadline;

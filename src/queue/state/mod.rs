@@ -113,6 +113,10 @@ struct HeldLease {
     /// one, so a record left from before cannot pass for current if the
     /// deadline moves back to its old value.
     deadline_record: u64,
+    /// Its time to live: what it was granted, or last extended, with. An
+    /// extend that names none renews it by this, so a heartbeat keeps a
+    /// lease as long as it was asked for.
+    ttl: Duration,
     granted_at: Instant,
     /// Added again while held (client-go's dirty set).
     pending: Option<Box<Pending>>,
@@ -548,6 +552,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         };
         let slot = popped.slot;
         let token = self.tokens.next();
+        let ttl = self.lease_ttl(ttl);
         let deadline = self.lease_deadline(ttl, now);
         let deadline_record = self.next_seq();
         self.leases.insert(LeaseDeadline { deadline, token, record: deadline_record, slot });
@@ -560,6 +565,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             holder: holder.clone(),
             deadline,
             deadline_record,
+            ttl,
             granted_at: now,
             pending: None,
             unsettled: false,
@@ -578,13 +584,13 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         })
     }
 
-    /// When a lease granted or extended now ends: its time to live, but never
-    /// past `grant_until`.
-    fn lease_deadline(&self, asked: Option<Duration>, now: Instant) -> Instant {
-        let deadline = time::after(now, self.lease_ttl(asked));
+    /// When a lease granted or extended now for `ttl` ends: never past `grant_until`.
+    fn lease_deadline(&self, ttl: Duration, now: Instant) -> Instant {
+        let deadline = time::after(now, ttl);
         self.grant_until.map_or(deadline, |until| deadline.min(until))
     }
 
+    /// The time to live of a lease asked for `asked` (`None`: the queue's default).
     fn lease_ttl(&self, asked: Option<Duration>) -> Duration {
         asked.filter(|ttl| !ttl.is_zero()).unwrap_or(self.settings.lease_ttl).min(self.settings.max_lease_ttl)
     }

@@ -295,7 +295,8 @@ export interface GetRequest {
     | undefined;
   /**
    * How long the leases last before they must be extended or finished;
-   * absent uses the queue's default. Kept within the server's bounds.
+   * absent uses the queue's default, zero is refused. Kept within the
+   * server's bounds.
    */
   leaseTtl:
     | Duration
@@ -442,8 +443,9 @@ export interface ExtendRequest {
   /** The lease's fencing token. */
   token: bigint;
   /**
-   * The new deadline is now + ttl; absent uses the queue's default lease
-   * ttl. Kept within the server's bounds.
+   * The new deadline is now + ttl; absent renews the lease by its own ttl
+   * (what it was granted, or last extended, with), zero is refused. Kept
+   * within the server's bounds.
    */
   ttl: Duration | undefined;
 }
@@ -645,7 +647,8 @@ export interface WorkRequest_Open {
   credits: number;
   /**
    * How long each lease lasts before it must be extended or finished;
-   * absent uses the queue's default. Kept within the server's bounds.
+   * absent uses the queue's default, zero is refused. Kept within the
+   * server's bounds.
    */
   leaseTtl:
     | Duration
@@ -715,8 +718,9 @@ export interface WorkRequest_Extend {
   /** The lease's fencing token. */
   token: bigint;
   /**
-   * The new deadline is now + ttl; absent uses the stream's lease ttl
-   * (Opened.lease_ttl). Kept within the server's bounds.
+   * The new deadline is now + ttl; absent renews the lease by its own ttl
+   * (Opened.lease_ttl, unless an Extend set another), zero is refused.
+   * Kept within the server's bounds.
    */
   ttl: Duration | undefined;
 }
