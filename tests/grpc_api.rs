@@ -770,6 +770,25 @@ async fn refused_calls_should_answer_invalid_argument_and_change_nothing() {
     }
 }
 
+#[tokio::test]
+async fn free_text_should_be_bounded_a_long_reason_refused_and_a_long_error_cut() {
+    let mut s = start().await;
+    let long_reason = pb::AddRequest { reason: "r".repeat(513), ..add("default", &["k"], None) };
+    let status = s.client.add(long_reason).await.unwrap_err();
+    assert_eq!((status.code(), status.message().starts_with("reason:")), (Code::InvalidArgument, true), "{status:?}");
+    let state = s.client.key_state(key_state("default", "k")).await.unwrap().into_inner();
+    assert_eq!(state.state, pb::KeyState::Absent as i32, "the refused add changed nothing");
+
+    s.client.add(add("default", &["k"], None)).await.unwrap();
+    let lease = take(&mut s.client, "default").await;
+    let error = format!("boom\n{}", "at frame\n".repeat(200_000));
+    let retry = finish_request::Outcome::Retry(pb::Retry { error });
+    s.client.finish(finish("default", &lease, retry)).await.unwrap();
+    let kept = s.client.key_state(key_state("default", "k")).await.unwrap().into_inner().last_error;
+    assert!(kept.len() <= 4096, "kept {} bytes", kept.len());
+    assert!(kept.starts_with("boom\nat frame\n") && kept.ends_with("bytes in all)"), "{kept:?}");
+}
+
 /// Sends `body` to the unary `method` of WorkQueueService as it is.
 async fn raw_call(s: &TestServer, method: &str, body: Vec<u8>) -> Result<Vec<u8>, tonic::Status> {
     let mut grpc = tonic::client::Grpc::new(s.channel.clone());

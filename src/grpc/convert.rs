@@ -162,7 +162,7 @@ impl From<pb::work_request::finish::Outcome> for WireOutcome {
 pub fn finish_outcome(outcome: Option<WireOutcome>) -> Result<FinishOutcome, ApiError> {
     match outcome {
         Some(WireOutcome::Success) => Ok(FinishOutcome::Success),
-        Some(WireOutcome::Retry(retry)) => Ok(FinishOutcome::Retry { error: retry.error }),
+        Some(WireOutcome::Retry(retry)) => Ok(FinishOutcome::Retry { error: validate::error_text(retry.error) }),
         Some(WireOutcome::RequeueAfter(requeue)) => {
             let delay = validate::duration("outcome.requeue_after.delay", requeue.delay)?.unwrap_or_default();
             Ok(FinishOutcome::RequeueAfter(delay))

@@ -16,6 +16,14 @@ pub const MAX_GET_KEYS: usize = 1_000;
 pub const MAX_GET_WAIT: Duration = Duration::from_secs(60);
 /// Longest worker name kept for introspection.
 pub const MAX_WORKER_NAME_BYTES: usize = 256;
+/// Longest reason label of an add. A key keeps up to 16 reasons and sends
+/// them with each lease, so unbounded labels could make a Get's answer too
+/// large to send after its keys were leased.
+pub const MAX_REASON_BYTES: usize = 512;
+/// Longest error text of a Retry kept as a key's `last_error`; the rest is
+/// cut (a stack trace's head is what a reader needs), never refused, so a
+/// worker's retry always lands.
+pub const MAX_ERROR_BYTES: usize = 4096;
 
 /// A key named in a request, checked: returned as given.
 pub fn key<'a>(field: &str, key: &'a str) -> Result<&'a str, ApiError> {
@@ -46,6 +54,38 @@ pub fn keys(keys: Vec<String>) -> Result<Vec<Arc<str>>, ApiError> {
         key(&format!("keys[{i}]"), k)?;
     }
     Ok(keys.into_iter().map(Arc::from).collect())
+}
+
+/// The reason label of an add, checked: at most [`MAX_REASON_BYTES`], no
+/// control characters (it is shown in logs and introspection, as keys are).
+pub fn reason<'a>(field: &str, reason: &'a str) -> Result<&'a str, ApiError> {
+    if reason.len() > MAX_REASON_BYTES {
+        return Err(ApiError::invalid(
+            field,
+            format!("is {} bytes, more than the limit of {MAX_REASON_BYTES}", reason.len()),
+        ));
+    }
+    if reason.chars().any(char::is_control) {
+        return Err(ApiError::invalid(field, "must not contain control characters"));
+    }
+    Ok(reason)
+}
+
+/// A Retry's error text as the key keeps it: cut to [`MAX_ERROR_BYTES`] at a
+/// character boundary, the cut said at its end.
+pub fn error_text(mut error: String) -> String {
+    if error.len() <= MAX_ERROR_BYTES {
+        return error;
+    }
+    let total = error.len();
+    let note = format!("… (cut: {total} bytes in all)");
+    let mut end = MAX_ERROR_BYTES - note.len();
+    while !error.is_char_boundary(end) {
+        end -= 1;
+    }
+    error.truncate(end);
+    error.push_str(&note);
+    error
 }
 
 /// The lease token a request presents: never 0.
@@ -129,6 +169,25 @@ mod tests {
         let half = prost_types::Duration { seconds: 0, nanos: 500_000_000 };
         assert_eq!(duration("delay", Some(half)).unwrap(), Some(Duration::from_millis(500)));
         assert_eq!(duration("delay", None).unwrap(), None);
+    }
+
+    #[test]
+    fn reason_should_refuse_oversized_labels_and_control_characters() {
+        assert_eq!(reason("reason", "backfill-job").unwrap(), "backfill-job");
+        assert_eq!(reason("reason", "").unwrap(), "");
+        let err = reason("reason", &"r".repeat(MAX_REASON_BYTES + 1)).unwrap_err();
+        assert!(err.to_string().starts_with("reason: is 513 bytes"), "{err}");
+        assert!(reason("reason", "a\nb").is_err());
+    }
+
+    #[test]
+    fn error_text_should_cut_long_text_at_a_character_boundary_and_say_so() {
+        assert_eq!(error_text("boom\nat line 3".into()), "boom\nat line 3");
+        let long = "é".repeat(MAX_ERROR_BYTES);
+        let cut = error_text(long.clone());
+        assert!(cut.len() <= MAX_ERROR_BYTES, "{} bytes", cut.len());
+        assert!(cut.ends_with(&format!("… (cut: {} bytes in all)", long.len())), "{cut}");
+        assert!(long.starts_with(cut.trim_end_matches(|c| c != 'é')));
     }
 
     #[test]

@@ -67,7 +67,7 @@ impl WorkQueueService for WorkQueueApi {
         let keys = validate::keys(req.keys)?;
         // Each add call has the reason kind the proto documents (Add: MANUAL, AddAfter:
         // REQUEUE_AFTER, AddRateLimited: RETRY); the free-form text names where it came from.
-        let reason = Reason::new(ReasonKind::Manual, req.reason.as_str());
+        let reason = Reason::new(ReasonKind::Manual, validate::reason("reason", &req.reason)?);
         queue.add_all(keys, Duration::ZERO, priority(req.priority), reason).map_err(ApiError::from)?;
         Ok(Response::new(pb::AddResponse {}))
     }
@@ -77,7 +77,7 @@ impl WorkQueueService for WorkQueueApi {
         let queue = self.queue(&req.queue)?;
         let keys = validate::keys(req.keys)?;
         let delay = validate::duration("delay", req.delay)?.unwrap_or_default();
-        let reason = Reason::new(ReasonKind::RequeueAfter, req.reason.as_str());
+        let reason = Reason::new(ReasonKind::RequeueAfter, validate::reason("reason", &req.reason)?);
         queue.add_all(keys, delay, priority(req.priority), reason).map_err(ApiError::from)?;
         Ok(Response::new(pb::AddAfterResponse {}))
     }
@@ -86,7 +86,7 @@ impl WorkQueueService for WorkQueueApi {
         let req = request.into_inner();
         let queue = self.queue(&req.queue)?;
         let keys = validate::keys(req.keys)?;
-        let reason = Reason::new(ReasonKind::Retry, req.reason.as_str());
+        let reason = Reason::new(ReasonKind::Retry, validate::reason("reason", &req.reason)?);
         let limited = queue.add_rate_limited_all(keys, priority(req.priority), reason).map_err(ApiError::from)?;
         let keys = limited
             .into_iter()

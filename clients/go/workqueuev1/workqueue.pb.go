@@ -424,11 +424,12 @@ type AddRequest struct {
 	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
 	// The keys to add: each non-empty; duplicates in the batch count once.
 	Keys []string `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
-	// The priority to queue the keys at; absent uses the queue's configured
-	// priority for manual adds.
+	// The priority to queue the keys at; absent uses 0, the priority of watch
+	// events.
 	Priority *int32 `protobuf:"varint,3,opt,name=priority,proto3,oneof" json:"priority,omitempty"`
 	// A free-form label shown to workers as the source of a MANUAL reason
-	// (e.g. "manual", "backfill-job"); empty leaves the source empty.
+	// (e.g. "manual", "backfill-job"); empty leaves the source empty. At most
+	// 512 bytes, no control characters.
 	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -539,10 +540,11 @@ type AddAfterRequest struct {
 	// How long to wait before the keys become ready; must not be negative.
 	Delay *durationpb.Duration `protobuf:"bytes,3,opt,name=delay,proto3" json:"delay,omitempty"`
 	// The priority to queue the keys at when they become ready; absent uses
-	// the queue's configured priority for manual adds.
+	// 0, the priority of watch events.
 	Priority *int32 `protobuf:"varint,4,opt,name=priority,proto3,oneof" json:"priority,omitempty"`
 	// A free-form label shown to workers as the source of a REQUEUE_AFTER
-	// reason; empty leaves the source empty.
+	// reason; empty leaves the source empty. At most 512 bytes, no control
+	// characters.
 	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -659,10 +661,11 @@ type AddRateLimitedRequest struct {
 	// once.
 	Keys []string `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
 	// The priority to queue the keys at when they become ready; absent uses
-	// the queue's configured priority for manual adds.
+	// 0, the priority of watch events.
 	Priority *int32 `protobuf:"varint,3,opt,name=priority,proto3,oneof" json:"priority,omitempty"`
 	// A free-form label shown to workers as the source of a RETRY reason;
-	// empty leaves the source empty.
+	// empty leaves the source empty. At most 512 bytes, no control
+	// characters.
 	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1782,7 +1785,8 @@ func (*Success) Descriptor() ([]byte, []int) {
 type Retry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// What went wrong, kept as the key's last_error and shown to the next
-	// worker.
+	// worker. Up to 4 KiB is kept: longer text is cut at a character
+	// boundary, and the cut says so at its end.
 	Error         string `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

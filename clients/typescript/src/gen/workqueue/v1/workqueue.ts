@@ -190,15 +190,16 @@ export interface AddRequest {
   /** The keys to add: each non-empty; duplicates in the batch count once. */
   keys: string[];
   /**
-   * The priority to queue the keys at; absent uses the queue's configured
-   * priority for manual adds.
+   * The priority to queue the keys at; absent uses 0, the priority of watch
+   * events.
    */
   priority?:
     | number
     | undefined;
   /**
    * A free-form label shown to workers as the source of a MANUAL reason
-   * (e.g. "manual", "backfill-job"); empty leaves the source empty.
+   * (e.g. "manual", "backfill-job"); empty leaves the source empty. At most
+   * 512 bytes, no control characters.
    */
   reason: string;
 }
@@ -219,14 +220,15 @@ export interface AddAfterRequest {
     | undefined;
   /**
    * The priority to queue the keys at when they become ready; absent uses
-   * the queue's configured priority for manual adds.
+   * 0, the priority of watch events.
    */
   priority?:
     | number
     | undefined;
   /**
    * A free-form label shown to workers as the source of a REQUEUE_AFTER
-   * reason; empty leaves the source empty.
+   * reason; empty leaves the source empty. At most 512 bytes, no control
+   * characters.
    */
   reason: string;
 }
@@ -246,14 +248,15 @@ export interface AddRateLimitedRequest {
   keys: string[];
   /**
    * The priority to queue the keys at when they become ready; absent uses
-   * the queue's configured priority for manual adds.
+   * 0, the priority of watch events.
    */
   priority?:
     | number
     | undefined;
   /**
    * A free-form label shown to workers as the source of a RETRY reason;
-   * empty leaves the source empty.
+   * empty leaves the source empty. At most 512 bytes, no control
+   * characters.
    */
   reason: string;
 }
@@ -484,7 +487,8 @@ export interface Success {
 export interface Retry {
   /**
    * What went wrong, kept as the key's last_error and shown to the next
-   * worker.
+   * worker. Up to 4 KiB is kept: longer text is cut at a character
+   * boundary, and the cut says so at its end.
    */
   error: string;
 }
