@@ -789,6 +789,30 @@ async fn free_text_should_be_bounded_a_long_reason_refused_and_a_long_error_cut(
     assert!(kept.starts_with("boom\nat frame\n") && kept.ends_with("bytes in all)"), "{kept:?}");
 }
 
+#[tokio::test]
+async fn a_get_should_lease_no_more_than_its_answer_can_carry_and_leave_the_rest_queued() {
+    let mut s = start().await;
+    // 1,000 keys of 1,000 bytes with 16 reasons of 512 bytes each: about 9 MB
+    // of leases, more than a client reads in one message (4 MiB by default).
+    let keys: Vec<String> = (0..1000).map(|i| format!("{i:0>1000}")).collect();
+    for r in 0..16 {
+        let reason = format!("{r:0>512}");
+        s.client
+            .add(pb::AddRequest { queue: "default".into(), keys: keys.clone(), priority: None, reason })
+            .await
+            .unwrap();
+    }
+    let answer = s.client.get(get("default", 1000, 0)).await.expect("an answer the client can read").into_inner();
+    let granted = answer.leases.len() as u32;
+    assert!((1..1000).contains(&granted), "{granted} leases");
+    assert!(answer.leases.iter().all(|lease| lease.reasons.len() == 16), "each lease carries its reasons");
+    let len = s.client.len(pb::LenRequest { queue: "default".into() }).await.unwrap().into_inner();
+    assert_eq!((len.held, len.ready), (granted, 1000 - granted), "the leases not sent are queued, not held");
+    // Handed back as they were: no failure counted, reasons kept.
+    let rest = s.client.get(get("default", 1, 0)).await.unwrap().into_inner().leases.remove(0);
+    assert_eq!((rest.failures, rest.reasons.len(), rest.last_error.as_str()), (0, 16, ""));
+}
+
 /// Sends `body` to the unary `method` of WorkQueueService as it is.
 async fn raw_call(s: &TestServer, method: &str, body: Vec<u8>) -> Result<Vec<u8>, tonic::Status> {
     let mut grpc = tonic::client::Grpc::new(s.channel.clone());

@@ -59,7 +59,7 @@ pub fn reasons(set: &ReasonSet) -> Vec<pb::Reason> {
         .collect()
 }
 
-fn lease(lease: Lease<Arc<str>>) -> pb::Lease {
+fn lease(lease: &Lease<Arc<str>>) -> pb::Lease {
     pb::Lease {
         token: lease.token.get(),
         deadline: Some(timestamp(lease.deadline)),
@@ -184,7 +184,7 @@ pub fn cached_object(object: &CachedObject, deleted: bool) -> pb::CachedObject {
 
 /// A lease as sent: with its primary's deletion marked (when the queue has a
 /// primary informer) and its cached object when the worker asked for it.
-pub fn lease_for(granted: Lease<Arc<str>>, primary: Option<&SharedInformer>, include_object: bool) -> pb::Lease {
+pub fn lease_for(granted: &Lease<Arc<str>>, primary: Option<&SharedInformer>, include_object: bool) -> pb::Lease {
     let Some(primary) = primary else { return lease(granted) };
     let object = include_object.then(|| lease_object(primary, &granted.key)).flatten();
     let deletion = primary.get(&granted.key).and_then(|o| o.meta.deletion_timestamp());

@@ -165,14 +165,13 @@ impl DeclaredFinalizers {
 pub fn lease_to_send(
     finalizers: Option<&DeclaredFinalizers>,
     queue: &Queue,
-    lease: Lease<Arc<str>>,
+    lease: &Lease<Arc<str>>,
     primary: Option<&SharedInformer>,
     include_object: bool,
 ) -> pb::Lease {
-    let (key, token) = (lease.key.clone(), lease.token);
     let sent = convert::lease_for(lease, primary, include_object);
     if let Some(finalizers) = finalizers.filter(|_| sent.deleting) {
-        finalizers.sent_deleting(queue, &key, token);
+        finalizers.sent_deleting(queue, &lease.key, lease.token);
     }
     sent
 }

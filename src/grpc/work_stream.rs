@@ -259,7 +259,7 @@ impl Session {
                 deferred.push(Box::pin(async move {
                     let added = finalizers.add(&queue, &lease).await;
                     let lease = added.then(|| {
-                        Box::new(lease_to_send(Some(&finalizers), &queue, lease, primary.as_deref(), include_object))
+                        Box::new(lease_to_send(Some(&finalizers), &queue, &lease, primary.as_deref(), include_object))
                     });
                     Deferred::Lease { token, lease }
                 }));
@@ -267,7 +267,7 @@ impl Session {
             }
             _ => {
                 let (finalizers, primary) = (self.finalizers.as_deref(), self.primary.as_deref());
-                let lease = lease_to_send(finalizers, &self.queue, lease, primary, self.include_object);
+                let lease = lease_to_send(finalizers, &self.queue, &lease, primary, self.include_object);
                 send(&self.tx, work_response::Kind::Lease(lease)).await
             }
         }

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tonic::{Request, Response, Status};
+use tracing::debug;
 
 use super::finalizers::{DeclaredFinalizers, lease_to_send};
 use super::pb;
@@ -58,6 +59,36 @@ fn priority(asked: Option<i32>) -> i32 {
 }
 
 type Reply<T> = Result<Response<T>, Status>;
+
+/// How large a unary Get's answer may grow: gRPC clients refuse larger
+/// messages by default (4 MiB in grpc-go, grpc-java, grpcio and grpc-js).
+const MAX_GET_ANSWER_BYTES: usize = 4 * 1024 * 1024;
+
+/// A unary Get's leases, within [`MAX_GET_ANSWER_BYTES`] once encoded; the
+/// first lease always fits (it is all a client can get).
+#[derive(Default)]
+struct Answer {
+    leases: Vec<pb::Lease>,
+    bytes: usize,
+}
+
+impl Answer {
+    fn has_room_for(&self, lease: &pb::Lease) -> bool {
+        self.leases.is_empty() || self.bytes.saturating_add(field_len(lease)) <= MAX_GET_ANSWER_BYTES
+    }
+
+    fn push(&mut self, lease: pb::Lease) {
+        self.bytes = self.bytes.saturating_add(field_len(&lease));
+        self.leases.push(lease);
+    }
+}
+
+/// Bytes `lease` takes as an element of `GetResponse.leases`: its tag, its
+/// length and itself.
+fn field_len(lease: &pb::Lease) -> usize {
+    let len = prost::Message::encoded_len(lease);
+    1 + prost::encoding::encoded_len_varint(len as u64) + len
+}
 
 #[tonic::async_trait]
 impl WorkQueueService for WorkQueueApi {
@@ -119,17 +150,27 @@ impl WorkQueueService for WorkQueueApi {
             },
         };
         let primary = self.informers.as_ref().and_then(|i| i.primary_of(&req.queue)).map(|i| &**i);
-        let mut sent = Vec::with_capacity(leases.len());
-        for lease in leases {
+        let mut answer = Answer::default();
+        let mut leases = leases.into_iter();
+        while let Some(lease) = leases.next() {
             if let Some(finalizers) = &self.finalizers
                 && finalizers.must_add(queue, &lease.key)
                 && !finalizers.add(queue, &lease).await
             {
                 continue; // finished as a retry: the finalizer could not be added
             }
-            sent.push(lease_to_send(self.finalizers.as_deref(), queue, lease, primary, req.include_object));
+            let sent = lease_to_send(self.finalizers.as_deref(), queue, &lease, primary, req.include_object);
+            if !answer.has_room_for(&sent) {
+                // The client could not read a larger answer, and a lease it
+                // never reads is lost to it: this one and the rest go back.
+                let unsent = std::iter::once(lease).chain(leases).map(|lease| queue.hand_back_unsent(lease));
+                let handed_back = unsent.filter(Result::is_ok).count();
+                debug!(queue = %req.queue, handed_back, "Get answer full: leases handed back unsent");
+                break;
+            }
+            answer.push(sent);
         }
-        Ok(Response::new(pb::GetResponse { leases: sent }))
+        Ok(Response::new(pb::GetResponse { leases: answer.leases }))
     }
 
     async fn done(&self, request: Request<pb::DoneRequest>) -> Reply<pb::DoneResponse> {

@@ -175,9 +175,13 @@ impl QueueObserver for QueueObserverMetrics {
     }
 
     fn lease_ended(&self, held: Duration, how: LeaseEndKind) {
+        if how == LeaseEndKind::Unsent {
+            // Nobody worked on it: not a work duration.
+            return;
+        }
         self.work_duration.observe(held.as_secs_f64());
         match how {
-            LeaseEndKind::Finished => {}
+            LeaseEndKind::Finished | LeaseEndKind::Unsent => {}
             LeaseEndKind::Expired => drop(self.leases_expired.inc()),
             LeaseEndKind::Released => drop(self.leases_released.inc()),
             LeaseEndKind::Returned => drop(self.leases_returned.inc()),

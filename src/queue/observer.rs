@@ -13,6 +13,9 @@ pub enum LeaseEndKind {
     Released,
     /// Still held at the end of a drain; handed back.
     Returned,
+    /// Never reached its holder (its answer had no room for it): queued
+    /// again as it was, at once.
+    Unsent,
 }
 
 /// Called by the queue under its lock: implementations must be quick and

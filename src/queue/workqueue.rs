@@ -334,6 +334,15 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         })
     }
 
+    /// Ends `lease`, which never reached its holder (the answer it was to go
+    /// in had no room for it): its key is queued again at once as it was
+    /// (priority, reasons, queued time), with no failure counted.
+    pub fn hand_back_unsent(&self, lease: Lease<K>) -> Result<(), QueueError> {
+        self.with_state(|state, now| {
+            state.hand_back_unsent(&lease.key, lease.token, lease.reasons, lease.enqueued_at, now)
+        })
+    }
+
     /// `Extend`: pushes the lease's deadline to now plus `ttl` (or the default).
     pub fn extend<Q>(&self, key: &Q, token: LeaseToken, ttl: Option<Duration>) -> Result<LeaseRenewal, QueueError>
     where

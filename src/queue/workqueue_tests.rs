@@ -818,6 +818,26 @@ async fn a_holder_should_be_told_of_leases_handed_back_but_not_of_those_it_ended
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_lease_handed_back_unsent_should_queue_its_key_as_it_was_and_tell_nobody() {
+    let q = queue();
+    let mut lost = q.watch_lost_leases(&worker("w"));
+    q.add("a".to_string(), 7, manual()).unwrap();
+    q.add("b".to_string(), 0, manual()).unwrap();
+    advance(ms(10)).await;
+    let a = take(&q).unwrap();
+    let (token, enqueued_at, reasons) = (a.token, a.enqueued_at, a.reasons.clone());
+    advance(ms(10)).await;
+    q.hand_back_unsent(a).unwrap();
+    let again = take(&q).unwrap();
+    assert_eq!(again.key, "a", "first again: it kept its priority");
+    assert_eq!((again.priority, again.failures, again.enqueued_at), (7, 0, enqueued_at));
+    assert_eq!(again.reasons, reasons);
+    assert_ne!(again.token, token);
+    assert_eq!(q.done("a", token), Err(QueueError::StaleToken { token }), "the unsent token is dead");
+    assert_eq!(told(&mut lost), vec![], "its holder never had it");
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_holder_that_stopped_watching_should_be_forgotten() {
     let q = queue();
     drop(q.watch_lost_leases(&worker("w")));

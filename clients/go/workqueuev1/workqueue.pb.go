@@ -847,7 +847,10 @@ type GetRequest struct {
 	// The caller's name (e.g. pod and process), shown by KeyState as the
 	// holder of its leases. Free-form; empty is allowed.
 	Worker string `protobuf:"bytes,2,opt,name=worker,proto3" json:"worker,omitempty"`
-	// The most leases to return; 0 means 1. Capped by the server.
+	// The most leases to return; 0 means 1. Capped by the server (1,000),
+	// and fewer are leased when more would make the answer larger than 4 MiB
+	// (what gRPC clients read by default; their objects count): the rest stay
+	// queued as they were.
 	MaxKeys uint32 `protobuf:"varint,3,opt,name=max_keys,json=maxKeys,proto3" json:"max_keys,omitempty"`
 	// How long to wait for a ready key when none is ready now; absent or zero
 	// returns at once. Capped by the server. The call returns as soon as at
@@ -939,8 +942,9 @@ func (x *GetRequest) GetIncludeObject() bool {
 // GetResponse carries the granted leases.
 type GetResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The leases granted, highest priority first; empty when no key became
-	// ready within wait.
+	// The leases granted, in the order the queue serves them (by priority,
+	// a key waiting past the queue's max_wait first); empty when no key
+	// became ready within wait.
 	Leases        []*Lease `protobuf:"bytes,1,rep,name=leases,proto3" json:"leases,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -53,6 +53,26 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         Ok(())
     }
 
+    /// Ends a lease its holder never received (its answer had no room for
+    /// it): the key is queued again at once with the lease's priority,
+    /// reasons and queued time, no failure is counted and nobody is told.
+    pub(crate) fn hand_back_unsent<Q>(
+        &mut self,
+        key: &Q,
+        token: LeaseToken,
+        reasons: ReasonSet,
+        enqueued_at: Instant,
+        now: Instant,
+    ) -> Result<(), QueueError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let slot = self.held_slot(key, token)?;
+        self.end_lease(slot, LeaseEnd::Unsent { reasons, enqueued_at }, now);
+        Ok(())
+    }
+
     /// `Extend`: moves the lease's deadline to `now + ttl`; without a `ttl`,
     /// by the lease's own (what it was granted or last extended with).
     pub(crate) fn extend<Q>(
@@ -202,6 +222,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             LeaseEnd::Lost(ReasonKind::LeaseExpired) => LeaseEndKind::Expired,
             LeaseEnd::Lost(_) => LeaseEndKind::Released,
             LeaseEnd::Returned => LeaseEndKind::Returned,
+            LeaseEnd::Unsent { .. } => LeaseEndKind::Unsent,
             _ => LeaseEndKind::Finished,
         };
         self.observer.lease_ended(now.saturating_duration_since(held.granted_at), how);
@@ -214,7 +235,8 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         entry.reasons = ReasonSet::new();
         entry.enqueued_at = None;
 
-        let requeue: Option<(ReasonKind, Instant)> = match end {
+        let mut unsent_since = None;
+        let requeue: Option<(ReasonSet, Instant)> = match end {
             LeaseEnd::Done => None,
             LeaseEnd::Success => {
                 entry.failures = 0;
@@ -224,12 +246,12 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             LeaseEnd::RequeueAfter(delay) => {
                 entry.failures = 0;
                 entry.last_error = None;
-                Some((ReasonKind::RequeueAfter, time::after(now, delay)))
+                Some((ReasonSet::from(Reason::of(ReasonKind::RequeueAfter)), time::after(now, delay)))
             }
             LeaseEnd::Retry(error) => {
                 entry.last_error = Some(Arc::from(error));
                 let delay = self.count_failure(slot, now);
-                Some((ReasonKind::Retry, time::after(now, delay)))
+                Some((ReasonSet::from(Reason::of(ReasonKind::Retry)), time::after(now, delay)))
             }
             LeaseEnd::Lost(kind) => {
                 entry.last_error = Some(Arc::from(match kind {
@@ -237,17 +259,20 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
                     _ => "the worker holding the lease went away",
                 }));
                 let delay = self.count_lost_lease(slot);
-                Some((kind, time::after(now, delay)))
+                Some((ReasonSet::from(Reason::of(kind)), time::after(now, delay)))
             }
-            LeaseEnd::Returned => Some((ReasonKind::ShutdownReturned, now)),
+            LeaseEnd::Returned => Some((ReasonSet::from(Reason::of(ReasonKind::ShutdownReturned)), now)),
+            LeaseEnd::Unsent { reasons, enqueued_at } => {
+                unsent_since = Some(enqueued_at);
+                Some((reasons, now))
+            }
         };
 
         if held.unsettled {
             // Writes under this lease are not in every cache yet: what would
             // be queued now waits, merged, until they are.
             let mut pending = held.pending;
-            if let Some((kind, ready_at)) = requeue {
-                let reasons = ReasonSet::from(Reason::of(kind));
+            if let Some((reasons, ready_at)) = requeue {
                 Pending::merge_into(
                     &mut pending,
                     Pending { priority: lease_priority, reasons, ready_at, enqueued_at: now },
@@ -260,12 +285,16 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             self.entries[slot].phase = Phase::Settling { until, seq, pending };
             return;
         }
-        if let Some((kind, ready_at)) = requeue {
-            self.enqueue_slot(slot, lease_priority, ReasonSet::from(Reason::of(kind)), ready_at, now);
+        let requeued = requeue.is_some();
+        if let Some((reasons, ready_at)) = requeue {
+            self.enqueue_slot(slot, lease_priority, reasons, ready_at, now);
+        }
+        if let Some(since) = unsent_since {
+            self.entries[slot].enqueued_at = Some(since);
         }
         if let Some(pending) = held.pending {
             self.enqueue_slot(slot, pending.priority, pending.reasons, pending.ready_at, now);
-            if requeue.is_none() {
+            if !requeued {
                 self.entries[slot].enqueued_at = Some(pending.enqueued_at);
             }
         }

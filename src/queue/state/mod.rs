@@ -159,6 +159,12 @@ enum LeaseEnd {
     Lost(ReasonKind),
     /// Handed back at shutdown: queued again as it was, not counted as a failure.
     Returned,
+    /// Never reached its holder: queued again at once with the reasons and
+    /// the queued time the lease took, no failure counted, nobody told.
+    Unsent {
+        reasons: ReasonSet,
+        enqueued_at: Instant,
+    },
 }
 
 pub(crate) struct QueueState<K> {

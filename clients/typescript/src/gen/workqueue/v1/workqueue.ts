@@ -286,7 +286,12 @@ export interface GetRequest {
    * holder of its leases. Free-form; empty is allowed.
    */
   worker: string;
-  /** The most leases to return; 0 means 1. Capped by the server. */
+  /**
+   * The most leases to return; 0 means 1. Capped by the server (1,000),
+   * and fewer are leased when more would make the answer larger than 4 MiB
+   * (what gRPC clients read by default; their objects count): the rest stay
+   * queued as they were.
+   */
   maxKeys: number;
   /**
    * How long to wait for a ready key when none is ready now; absent or zero
@@ -314,8 +319,9 @@ export interface GetRequest {
 /** GetResponse carries the granted leases. */
 export interface GetResponse {
   /**
-   * The leases granted, highest priority first; empty when no key became
-   * ready within wait.
+   * The leases granted, in the order the queue serves them (by priority,
+   * a key waiting past the queue's max_wait first); empty when no key
+   * became ready within wait.
    */
   leases: Lease[];
 }
