@@ -582,12 +582,35 @@ async fn broken_stream_should_return_its_leases_at_once() {
     s.client.add(add("default", &["a"], None)).await.unwrap();
     let mut worker = open_stream(&mut s.client, "default", 1).await;
     let lease = worker.next_lease().await;
-    drop(worker);
+    // The stream breaks (here: the worker breaks the protocol with a second
+    // Open, which ends the stream with an error; a crash or a cancelled
+    // call ends it the same way, only less predictably in a test).
+    worker.send(work_request::Kind::Open(work_request::Open { queue: "default".into(), ..Default::default() })).await;
+    let ended = tokio::time::timeout(Duration::from_secs(5), worker.responses.next()).await.expect("the stream ends");
+    assert_eq!(ended.unwrap().unwrap_err().code(), Code::InvalidArgument);
     // The key comes back counted as a failure, after the 5 ms first backoff.
     let again = tokio::time::timeout(Duration::from_secs(1), take(&mut s.client, "default")).await.expect("within 1 s");
     assert_eq!(again.key, "a");
     assert_ne!(again.token, lease.token);
     assert_eq!(again.failures, 1);
+    assert!(again.reasons.iter().any(|r| r.kind == pb::ReasonKind::LeaseReleased as i32));
+}
+
+#[tokio::test]
+async fn a_worker_that_half_closes_should_hand_back_what_it_holds_without_a_failure() {
+    let mut s = start().await;
+    s.client.add(add("default", &["a"], None)).await.unwrap();
+    let mut worker = open_stream(&mut s.client, "default", 1).await;
+    let lease = worker.next_lease().await;
+    // A clean stop: the worker half-closes, still holding a lease it never
+    // started (one its last Finish made room for, say).
+    let StreamWorker { requests, mut responses } = worker;
+    drop(requests);
+    let end = tokio::time::timeout(Duration::from_secs(5), responses.next()).await.expect("the stream ends");
+    assert!(end.is_none(), "ended with OK: {end:?}");
+    let again = take(&mut s.client, "default").await;
+    assert_eq!((again.key.as_str(), again.failures, again.last_error.as_str()), ("a", 0, ""));
+    assert_ne!(again.token, lease.token);
     assert!(again.reasons.iter().any(|r| r.kind == pb::ReasonKind::LeaseReleased as i32));
 }
 

@@ -216,8 +216,17 @@ impl Session {
             tokio::select! {
                 message = inbound.message() => match message {
                     Ok(Some(request)) => self.handle(request, &mut deferred).await?,
-                    // Half-close: the worker is done; what it still holds goes back.
-                    Ok(None) => return Ok(()),
+                    // Half-close: the worker stopped cleanly. What it still
+                    // holds it never started (leases its Finishes made room
+                    // for while it stopped) or gave up at its stop timeout:
+                    // back to the queue at once, and not a failure of the key.
+                    Ok(None) => {
+                        let returned = self.queue.return_holder(&self.holder);
+                        if returned > 0 {
+                            info!(queue = %self.queue.name(), holder = %self.holder, returned, "worker stopped: the leases it still held returned to the queue, no failure counted");
+                        }
+                        return Ok(());
+                    }
                     Err(status) => {
                         debug!(holder = %self.holder, %status, "work stream broke");
                         return Ok(());

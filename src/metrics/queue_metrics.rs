@@ -111,7 +111,7 @@ impl QueueMetrics {
         );
         registry.register(
             "workqueue_sidecar_leases_returned",
-            "Leases still held at the end of a drain and handed back",
+            "Leases handed back without a failure: still held at the end of a drain, or by a worker that stopped cleanly",
             metrics.leases_returned.clone(),
         );
         registry.register(
@@ -184,7 +184,7 @@ impl QueueObserver for QueueObserverMetrics {
             LeaseEndKind::Finished | LeaseEndKind::Unsent => {}
             LeaseEndKind::Expired => drop(self.leases_expired.inc()),
             LeaseEndKind::Released => drop(self.leases_released.inc()),
-            LeaseEndKind::Returned => drop(self.leases_returned.inc()),
+            LeaseEndKind::Returned | LeaseEndKind::Stopped => drop(self.leases_returned.inc()),
         }
     }
 

@@ -16,6 +16,9 @@ pub enum LeaseEndKind {
     /// Never reached its holder (its answer had no room for it): queued
     /// again as it was, at once.
     Unsent,
+    /// Its holder stopped cleanly (half-closed its stream) while holding it:
+    /// queued again at once, no failure counted.
+    Stopped,
 }
 
 /// Called by the queue under its lock: implementations must be quick and

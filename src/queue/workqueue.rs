@@ -402,6 +402,13 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         self.with_state(|state, now| state.release_holder(holder, now))
     }
 
+    /// Returns every lease of `holder` to the queue at once without counting
+    /// a failure: its worker stopped cleanly (half-closed its stream), and
+    /// what it still held it never started or gave up when stopping.
+    pub fn return_holder(&self, holder: &Holder) -> usize {
+        self.with_state(|state, now| state.return_holder(holder, now))
+    }
+
     /// `Forget`: clears the key's failures.
     pub fn forget<Q>(&self, key: &Q)
     where

@@ -173,6 +173,20 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         slots.len()
     }
 
+    /// Returns every lease of `holder` to the queue at once without counting
+    /// a failure: its worker stopped cleanly, and what it still holds it
+    /// never started or gave up at its stop. How many.
+    pub(crate) fn return_holder(&mut self, holder: &Holder, now: Instant) -> usize {
+        let mut slots = self.held_slots();
+        slots.retain(
+            |&slot| matches!(self.entries[slot].phase, Phase::Held(held) if self.held_leases[held].holder == *holder),
+        );
+        for &slot in &slots {
+            self.end_lease(slot, LeaseEnd::Stopped, now);
+        }
+        slots.len()
+    }
+
     /// Returns every held key to the queue without counting a failure (the
     /// end of a drain); how many.
     pub(crate) fn return_all_held(&mut self, now: Instant) -> usize {
@@ -223,6 +237,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             LeaseEnd::Lost(_) => LeaseEndKind::Released,
             LeaseEnd::Returned => LeaseEndKind::Returned,
             LeaseEnd::Unsent { .. } => LeaseEndKind::Unsent,
+            LeaseEnd::Stopped => LeaseEndKind::Stopped,
             _ => LeaseEndKind::Finished,
         };
         self.observer.lease_ended(now.saturating_duration_since(held.granted_at), how);
@@ -262,6 +277,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
                 Some((ReasonSet::from(Reason::of(kind)), time::after(now, delay)))
             }
             LeaseEnd::Returned => Some((ReasonSet::from(Reason::of(ReasonKind::ShutdownReturned)), now)),
+            LeaseEnd::Stopped => Some((ReasonSet::from(Reason::of(ReasonKind::LeaseReleased)), now)),
             LeaseEnd::Unsent { reasons, enqueued_at } => {
                 unsent_since = Some(enqueued_at);
                 Some((reasons, now))

@@ -159,6 +159,9 @@ enum LeaseEnd {
     Lost(ReasonKind),
     /// Handed back at shutdown: queued again as it was, not counted as a failure.
     Returned,
+    /// Its holder stopped cleanly without finishing it: queued again at once
+    /// (reason `LeaseReleased`), no failure counted, nobody told.
+    Stopped,
     /// Never reached its holder: queued again at once with the reasons and
     /// the queued time the lease took, no failure counted, nobody told.
     Unsent {

@@ -4696,8 +4696,10 @@ export const WorkQueueServiceService = {
    * client cancelled the call), every lease it still holds goes back to the
    * queue at once, without waiting for its deadline, counted as a failure
    * with reason LEASE_RELEASED. To stop cleanly, a worker finishes its leases
-   * and then half-closes; leases still held at that point go back the same
-   * way and the server ends the stream with OK.
+   * and then half-closes; leases still held at that point (sent while it was
+   * stopping, or given up at its stop timeout) go back to the queue at once
+   * with reason LEASE_RELEASED but without counting a failure, and the server
+   * ends the stream with OK.
    *
    * While this sidecar is not the leader the stream stays open but no lease
    * is sent; on losing leadership the sidecar revokes every held lease with
@@ -4828,8 +4830,10 @@ export interface WorkQueueServiceServer extends UntypedServiceImplementation {
    * client cancelled the call), every lease it still holds goes back to the
    * queue at once, without waiting for its deadline, counted as a failure
    * with reason LEASE_RELEASED. To stop cleanly, a worker finishes its leases
-   * and then half-closes; leases still held at that point go back the same
-   * way and the server ends the stream with OK.
+   * and then half-closes; leases still held at that point (sent while it was
+   * stopping, or given up at its stop timeout) go back to the queue at once
+   * with reason LEASE_RELEASED but without counting a failure, and the server
+   * ends the stream with OK.
    *
    * While this sidecar is not the leader the stream stays open but no lease
    * is sent; on losing leadership the sidecar revokes every held lease with
@@ -5108,8 +5112,10 @@ export interface WorkQueueServiceClient extends Client {
    * client cancelled the call), every lease it still holds goes back to the
    * queue at once, without waiting for its deadline, counted as a failure
    * with reason LEASE_RELEASED. To stop cleanly, a worker finishes its leases
-   * and then half-closes; leases still held at that point go back the same
-   * way and the server ends the stream with OK.
+   * and then half-closes; leases still held at that point (sent while it was
+   * stopping, or given up at its stop timeout) go back to the queue at once
+   * with reason LEASE_RELEASED but without counting a failure, and the server
+   * ends the stream with OK.
    *
    * While this sidecar is not the leader the stream stays open but no lease
    * is sent; on losing leadership the sidecar revokes every held lease with
