@@ -639,32 +639,37 @@ async fn an_expired_stream_lease_should_give_its_credit_back_only_with_the_worke
 }
 
 #[tokio::test]
-async fn a_finish_naming_another_key_should_keep_the_lease_and_its_credit() {
+async fn a_refused_finish_should_end_its_lease_as_a_retry_and_give_the_credit_back() {
     let mut s = start().await;
-    s.client.add(add("short", &["a", "b"], None)).await.unwrap();
-    let mut worker = open_stream(&mut s.client, "short", 1).await;
+    s.client.add(add("default", &["a", "b", "c"], None)).await.unwrap();
+    let mut worker = open_stream(&mut s.client, "default", 1).await;
+    // A Finish naming another key than its lease's, and one whose outcome
+    // is refused: each is the worker's one answer for its lease.
     let a = worker.next_lease().await;
-    let wrong = work_request::Finish { key: "not-a".into(), ..success(&a) };
-    worker.send(work_request::Kind::Finish(wrong)).await;
+    worker.send(work_request::Kind::Finish(work_request::Finish { key: "not-a".into(), ..success(&a) })).await;
+    let b = expect_refused_then_next(&mut worker, "not-a").await;
+    let requeue = work_request::finish::Outcome::RequeueAfter(pb::RequeueAfter { delay: huge() });
+    worker.send(work_request::Kind::Finish(work_request::Finish { outcome: Some(requeue), ..success(&b) })).await;
+    let c = expect_refused_then_next(&mut worker, "b").await;
+    assert_eq!(c.key, "c");
+    for key in ["a", "b"] {
+        let state = s.client.key_state(key_state("default", key)).await.unwrap().into_inner();
+        assert_ne!(state.state, pb::KeyState::Held as i32, "{key}'s lease ended");
+        assert_eq!(state.failures, 1, "{key} counts a failure, as a retry does");
+        assert!(state.last_error.starts_with("the worker's Finish was refused: "), "{key}: {}", state.last_error);
+    }
+}
+
+/// The refusal of a Finish of `key`, then the lease its returned credit pays for.
+async fn expect_refused_then_next(worker: &mut StreamWorker, key: &str) -> pb::Lease {
     match worker.next().await {
         work_response::Kind::FinishAck(ack) => {
-            assert_eq!((ack.key.as_str(), ack.code), ("not-a", Code::FailedPrecondition as i32))
+            assert_eq!((ack.key.as_str(), ack.code), (key, Code::InvalidArgument as i32));
+            assert!(ack.message.ends_with("the lease ended as a retry"), "{ack:?}");
         }
         other => panic!("expected the refusal, got {other:?}"),
     }
-    // The lease is still out: its expiry is told, and no second lease comes
-    // in a window of one.
-    match worker.next().await {
-        work_response::Kind::Cancel(cancel) => assert_eq!((cancel.key.as_str(), cancel.token), ("a", a.token)),
-        other => panic!("expected the Cancel of a's lease, not another lease: {other:?}"),
-    }
-    worker.finish(&a).await;
-    match worker.next().await {
-        work_response::Kind::FinishAck(ack) => assert_eq!(ack.code, Code::FailedPrecondition as i32),
-        other => panic!("expected the FinishAck, got {other:?}"),
-    }
-    let next = worker.next_lease().await;
-    assert_ne!(next.token, a.token, "a's own Finish gave the credit back");
+    worker.next_lease().await
 }
 
 #[tokio::test]
@@ -759,26 +764,8 @@ async fn refused_calls_should_answer_invalid_argument_and_change_nothing() {
     assert_eq!(state.state, held, "the refused Finish left the lease held");
     s.client.done(done("default", &lease)).await.unwrap();
 
-    // On the Work stream: an error FinishAck, the stream goes on, the lease still held.
-    s.client.add(add("default", &["s"], None)).await.unwrap();
-    let mut worker = open_stream(&mut s.client, "default", 1).await;
-    let lease = worker.next_lease().await;
-    let finish = work_request::Finish {
-        key: lease.key.clone(),
-        token: lease.token,
-        outcome: Some(work_request::finish::Outcome::RequeueAfter(pb::RequeueAfter { delay: huge() })),
-    };
-    worker.send(work_request::Kind::Finish(finish)).await;
-    match worker.next().await {
-        work_response::Kind::FinishAck(ack) => assert_eq!(ack.code, Code::InvalidArgument as i32, "{ack:?}"),
-        other => panic!("expected a FinishAck, got {other:?}"),
-    }
-    assert_eq!(s.client.key_state(key_state("default", "s")).await.unwrap().into_inner().state, held);
-    worker.finish(&lease).await;
-    match worker.next().await {
-        work_response::Kind::FinishAck(ack) => assert_eq!(ack.code, Code::Ok as i32, "{ack:?}"),
-        other => panic!("expected a FinishAck, got {other:?}"),
-    }
+    // On the Work stream a refused Finish ends its lease as a retry instead
+    // (a_refused_finish_should_end_its_lease_as_a_retry_and_give_the_credit_back).
 
     // ShutDown with a huge drain timeout: refused, and the queue still takes keys.
     let shut = pb::ShutDownRequest { queue: "default".into(), drain: true, drain_timeout: huge() };

@@ -32,7 +32,7 @@ use super::pb::{self, work_request, work_response};
 use super::status::{ApiError, code_of};
 use super::{convert, validate};
 use crate::informer::{InformerRegistry, SharedInformer};
-use crate::queue::{Holder, Lease, LeaseToken, LostLease, QueueError};
+use crate::queue::{FinishOutcome, Holder, Lease, LeaseToken, LostLease, QueueError};
 use crate::queue_registry::{Queue, QueueRegistry};
 
 /// Most leases one stream may hold at once.
@@ -184,6 +184,12 @@ async fn run(
 /// applied, or the lease was no longer current.
 fn frees_credit(result: &Result<(), QueueError>) -> bool {
     matches!(result, Ok(()) | Err(QueueError::StaleToken { .. }))
+}
+
+/// What a refused Finish of a lease this stream holds does instead: a retry
+/// whose error says why, kept as the key's last error.
+fn refused_outcome(err: &ApiError) -> FinishOutcome {
+    FinishOutcome::Retry { error: validate::error_text(format!("the worker's Finish was refused: {err}")) }
 }
 
 /// The answer to a Finish: its result as a code and message.
@@ -382,17 +388,31 @@ impl Session {
     /// has room for once it is applied: with keys waiting, a worker's Finish
     /// brings its next lease without a second round on the queue's lock.
     fn finish(&mut self, finish: &work_request::Finish) -> (Result<(), ApiError>, Vec<Lease<Arc<str>>>) {
-        let parsed = validate::key("finish.key", &finish.key).and_then(|key| {
-            let token = validate::token(finish.token)?;
-            Ok((key, token, convert::finish_outcome(finish.outcome.clone().map(Into::into))?))
-        });
-        let (key, token, outcome) = match parsed {
-            Ok(parsed) => parsed,
+        let token = match validate::token(finish.token) {
+            Ok(token) => token,
             Err(err) => return (Err(err), Vec::new()),
         };
+        let parsed = validate::key("finish.key", &finish.key)
+            .and_then(|key| Ok((key, convert::finish_outcome(finish.outcome.clone().map(Into::into))?)));
+        let held_key = self.held.get(&token).map(|held| held.key.clone());
+        let (key, outcome, refused) = match (parsed, held_key) {
+            (Ok((key, outcome)), Some(held)) if *held == *key => (held, outcome, None),
+            (Ok((key, outcome)), None) => (Arc::from(key), outcome, None),
+            // The worker's one answer for a lease of this stream, refused:
+            // the lease ends as a retry, so its credit comes back now. Kept
+            // held, it would wait for a second Finish that a worker that
+            // took the first as its answer never sends, and the stream
+            // would lose a credit for good.
+            (Ok((key, _)), Some(held)) => {
+                let err = ApiError::invalid("finish.key", format!("is {key:?}, but lease {token} is of {held:?}"));
+                (held, refused_outcome(&err), Some(err))
+            }
+            (Err(err), Some(held)) => (held, refused_outcome(&err), Some(err)),
+            (Err(err), None) => return (Err(err), Vec::new()),
+        };
         let (window, held) = (self.window as usize, self.held.len());
-        let finishing = self.holds(key, token);
-        let (result, leases) = self.queue.finish_then_take(key, token, outcome, &self.holder, self.ttl, |result| {
+        let finishing = self.held.contains_key(&token);
+        let (result, leases) = self.queue.finish_then_take(&*key, token, outcome, &self.holder, self.ttl, |result| {
             let held = if finishing && frees_credit(result) { held - 1 } else { held };
             window.saturating_sub(held)
         });
@@ -401,13 +421,17 @@ impl Session {
             // comes back (for an ended lease, only now: the worker heard).
             self.held.remove(&token);
         }
-        (result.map_err(ApiError::from), leases)
+        let result = match refused {
+            Some(err) if result.is_ok() => {
+                Err(ApiError::invalid("finish", format!("{err}; the lease ended as a retry")))
+            }
+            Some(err) => Err(err),
+            None => result.map_err(ApiError::from),
+        };
+        (result, leases)
     }
 
-    /// Whether this stream holds `token` as the lease of `key`. A Finish
-    /// naming another key with a held token is refused by the queue (its key
-    /// is not held under that token) and must leave the lease and its credit
-    /// in place: the lease is still out, and still ends with a Cancel.
+    /// Whether this stream holds `token` as the lease of `key`.
     fn holds(&self, key: &str, token: LeaseToken) -> bool {
         self.held.get(&token).is_some_and(|held| &*held.key == key)
     }

@@ -155,7 +155,10 @@ type WorkQueueServiceClient interface {
 	//
 	// Finish and Extend travel on the same stream and are answered by FinishAck
 	// and Extended. Their errors (a stale token, say) come back in those
-	// answers and never end the stream. Done is expressed as a Finish with the
+	// answers and never end the stream. A Finish of a lease this stream holds
+	// that is refused (an outcome out of range, a key that is not the lease's)
+	// still ends that lease, as a retry whose error says why, and gives its
+	// credit back: it was the worker's one answer for the lease. Done is expressed as a Finish with the
 	// outcome the worker wants. A worker that opens with ack_failures_only is
 	// answered only for the Finishes that fail: no FinishAck means applied.
 	//
@@ -436,7 +439,10 @@ type WorkQueueServiceServer interface {
 	//
 	// Finish and Extend travel on the same stream and are answered by FinishAck
 	// and Extended. Their errors (a stale token, say) come back in those
-	// answers and never end the stream. Done is expressed as a Finish with the
+	// answers and never end the stream. A Finish of a lease this stream holds
+	// that is refused (an outcome out of range, a key that is not the lease's)
+	// still ends that lease, as a retry whose error says why, and gives its
+	// credit back: it was the worker's one answer for the lease. Done is expressed as a Finish with the
 	// outcome the worker wants. A worker that opens with ack_failures_only is
 	// answered only for the Finishes that fail: no FinishAck means applied.
 	//

@@ -4688,7 +4688,10 @@ export const WorkQueueServiceService = {
    *
    * Finish and Extend travel on the same stream and are answered by FinishAck
    * and Extended. Their errors (a stale token, say) come back in those
-   * answers and never end the stream. Done is expressed as a Finish with the
+   * answers and never end the stream. A Finish of a lease this stream holds
+   * that is refused (an outcome out of range, a key that is not the lease's)
+   * still ends that lease, as a retry whose error says why, and gives its
+   * credit back: it was the worker's one answer for the lease. Done is expressed as a Finish with the
    * outcome the worker wants. A worker that opens with ack_failures_only is
    * answered only for the Finishes that fail: no FinishAck means applied.
    *
@@ -4822,7 +4825,10 @@ export interface WorkQueueServiceServer extends UntypedServiceImplementation {
    *
    * Finish and Extend travel on the same stream and are answered by FinishAck
    * and Extended. Their errors (a stale token, say) come back in those
-   * answers and never end the stream. Done is expressed as a Finish with the
+   * answers and never end the stream. A Finish of a lease this stream holds
+   * that is refused (an outcome out of range, a key that is not the lease's)
+   * still ends that lease, as a retry whose error says why, and gives its
+   * credit back: it was the worker's one answer for the lease. Done is expressed as a Finish with the
    * outcome the worker wants. A worker that opens with ack_failures_only is
    * answered only for the Finishes that fail: no FinishAck means applied.
    *
@@ -5104,7 +5110,10 @@ export interface WorkQueueServiceClient extends Client {
    *
    * Finish and Extend travel on the same stream and are answered by FinishAck
    * and Extended. Their errors (a stale token, say) come back in those
-   * answers and never end the stream. Done is expressed as a Finish with the
+   * answers and never end the stream. A Finish of a lease this stream holds
+   * that is refused (an outcome out of range, a key that is not the lease's)
+   * still ends that lease, as a retry whose error says why, and gives its
+   * credit back: it was the worker's one answer for the lease. Done is expressed as a Finish with the
    * outcome the worker wants. A worker that opens with ack_failures_only is
    * answered only for the Finishes that fail: no FinishAck means applied.
    *
