@@ -186,8 +186,9 @@ func defaultWorkerName() string {
 	return fmt.Sprintf("%s/%d", host, os.Getpid())
 }
 
-// Close closes the connection. Workers still running on it see their
-// streams break.
+// Close closes the connection. Calls in flight fail, and workers still
+// running on it see their streams break: their reconciles are cancelled and
+// Run returns an error.
 func (c *Client) Close() error {
 	return c.conn.Close()
 }

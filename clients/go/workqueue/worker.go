@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 )
 
@@ -210,6 +211,10 @@ func (w *worker) run(ctx context.Context) error {
 		err := w.serveStream(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if w.queue.client.conn.GetState() == connectivity.Shutdown {
+			// Client.Close: no stream can open on this connection again.
+			return fmt.Errorf("workqueue: the client was closed: %w", err)
 		}
 		if permanent(err) {
 			return err

@@ -358,6 +358,8 @@ func TestRunStopsGracefullyAndHandsKeysBack(t *testing.T) {
 			t.Errorf("%s was reconciled but is %s; want its finish applied", key, st.State)
 		case !finished[key] && (st.State == workqueue.KeyAbsent || st.State == workqueue.KeyHeld):
 			t.Errorf("%s was not reconciled but is %s; want it back in the queue", key, st.State)
+		case !finished[key] && st.Failures != 0:
+			t.Errorf("%s was never started but counts %d failures (%q); a clean stop is not its failure", key, st.Failures, st.LastError)
 		}
 	}
 	counts, err := q.Len(context.Background())
@@ -366,6 +368,33 @@ func TestRunStopsGracefullyAndHandsKeysBack(t *testing.T) {
 	}
 	if counts.Held != 0 || counts.Ready+counts.Waiting != len(keys)-2 {
 		t.Errorf("after the stop: %+v; want nothing held and %d keys queued", counts, len(keys)-2)
+	}
+}
+
+func TestRunReturnsWhenItsClientIsClosed(t *testing.T) {
+	sc := startSidecar(t)
+	client := dial(t, sc)
+	q := client.Queue("default")
+	rec := newRecorder(func(ctx context.Context, _ workqueue.Request, _ int) (workqueue.Result, error) {
+		<-ctx.Done()
+		return workqueue.Result{}, nil
+	})
+	if err := q.Add(context.Background(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- q.Run(context.Background(), 1, rec) }()
+	rec.waitStarted(t, 5*time.Second)
+	if err := client.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("Run returned nil after its client was closed; want an error saying so")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run still reopening its stream 30 s after its client was closed")
 	}
 }
 
