@@ -308,6 +308,8 @@ async def test_graceful_stop_should_hand_held_keys_back(client: Client) -> None:
     stuck = await client.key_state("default", "ns/stuck")
     assert stuck.phase in (KeyPhase.QUEUED, KeyPhase.WAITING), stuck
     assert ReasonKind.LEASE_RELEASED in {r.kind for r in stuck.reasons}
+    # Given up at the stop, not failed: a clean stop counts no failure.
+    assert stuck.failures == 0, stuck
     # Nothing new started once stop was set, and nothing is left held.
     assert "ns/late" not in started
     assert (await client.len("default")).held == 0
@@ -379,6 +381,28 @@ async def test_run_should_refuse_a_plain_function(client: Client) -> None:
 
     with pytest.raises(TypeError, match="SyncClient"):
         await client.run("default", reconcile)  # type: ignore[arg-type]
+
+
+class _Aborted(BaseException):
+    """Not an Exception: what some libraries raise to unwind."""
+
+
+async def test_a_base_exception_should_retry_and_keep_the_workers_slot(client: Client) -> None:
+    calls = Calls()
+
+    async def reconcile(request: Request) -> None:
+        calls.record(request)
+        if len(calls.of(request.key)) == 1 and request.key == "ns/a":
+            raise _Aborted("unwound")
+
+    await client.add("default", "ns/a")
+    async with running(client, "default", reconcile, concurrency=1):
+        await eventually(lambda: len(calls.of("ns/a")) == 2)
+        # The one slot is still there for a key added afterwards.
+        await client.add("default", "ns/b")
+        await eventually(lambda: len(calls.of("ns/b")) == 1)
+    retried = calls.of("ns/a")[1]
+    assert (retried.failures, retried.last_error) == (1, "unwound")
 
 
 async def test_a_reconcile_returning_nonsense_should_retry(client: Client) -> None:

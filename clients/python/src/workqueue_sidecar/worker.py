@@ -428,7 +428,8 @@ class _Stream:
             held.runner = me
             self.running += 1
             result: Result | None = None
-            error: Exception | None = None
+            error: BaseException | None = None
+            escaping: BaseException | None = None
             cancelled = False
             try:
                 result = await reconcile(request)
@@ -438,6 +439,14 @@ class _Stream:
                 cancelled = True
             except Exception as err:
                 error = err
+            except BaseException as err:
+                # Not an Exception (a library's own, SystemExit,
+                # KeyboardInterrupt): still this lease's failure, answered as
+                # one, or the lease would get no Finish and the worker would
+                # lose its slot for good. Exits go on up once it is sent.
+                error = err
+                if isinstance(err, (SystemExit, KeyboardInterrupt)):
+                    escaping = err
             finally:
                 held.runner = None
                 self.running -= 1
@@ -451,9 +460,11 @@ class _Stream:
             finish = self._finish(held, result, error, cancelled)
             if finish is not None:
                 self.send(finish)
+            if escaping is not None:
+                raise escaping
 
     def _finish(
-        self, held: _Held, result: Result | None, error: Exception | None, cancelled: bool
+        self, held: _Held, result: Result | None, error: BaseException | None, cancelled: bool
     ) -> pb.WorkRequest | None:
         """The Finish for a reconcile that ended (a lost lease gets one too, refused by the sidecar,
         which gives its credit back), or None when the worker gave up on it while stopping."""
