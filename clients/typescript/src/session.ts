@@ -48,6 +48,8 @@ class Held {
   lose(why: LeaseLostWhy): void {
     if (this.lost) return;
     this.lost = true;
+    // Nothing to extend or wait for any more, even if the reconcile never returns.
+    this.stopTimers();
     if (!this.controller.signal.aborted) this.controller.abort(new LeaseLostError(this.key, why));
     this.onLost(this);
   }
@@ -61,6 +63,9 @@ class Held {
     this.deadline = leaseDeadline(now, sidecar, ttlMs);
     if (this.expiry !== undefined) clearTimeout(this.expiry);
     this.expiry = setTimeout(() => this.lose("expired"), Math.max(0, this.deadline - Date.now()));
+    // A lease's timers never keep the process alive: a reconcile that never
+    // settles must not stop a worker that was told to exit from exiting.
+    this.expiry.unref();
   }
 
   stopTimers(): void {
@@ -226,6 +231,7 @@ export class Session {
     const ttl = fromDuration(l.ttl);
     h.setDeadline(received, l.deadline, ttl !== undefined && ttl > 0 ? ttl : this.leaseTtl);
     h.ticker = setInterval(() => this.tick(h), this.extendEvery);
+    h.ticker.unref();
     this.leases.set(h.token, h);
     const req = requestFromLease(this.worker.queue, l, { deadline: () => h.deadline, signal: h.controller.signal });
     this.worker.acquire(h, () => void this.start(h, req));

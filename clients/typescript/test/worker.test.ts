@@ -281,6 +281,21 @@ test("C7 graceful stop: a reconcile past the stop timeout is aborted as lost and
   assert.notEqual((await q.keyState("stuck")).state, "HELD");
 });
 
+test("a reconcile that never settles keeps no timer alive once the worker stopped", async (t) => {
+  const f = new Fixture(t);
+  const client = await f.client((await f.sidecar()).target);
+  const timers = (): number => process.getActiveResourcesInfo().filter((r) => r === "Timeout").length;
+  const before = timers();
+  const rec = new Recorder(() => new Promise<never>(() => {}));
+  const w = runWorker(f, client, "default", rec.reconcile, { stopTimeout: 300 });
+  await client.queue("default").add("hung");
+  await eventually("the reconcile to start", () => rec.attempts.length === 1);
+  await w.stop();
+  // Past the stop timeout the lease is given up: its extend ticker and
+  // expiry timer are gone, so a process told to exit can.
+  assert.ok(timers() <= before, `${timers()} timers keep the process alive, ${before} before the worker ran`);
+});
+
 test("C8 a broken stream reconnects: the sidecar killed and restarted on the same address", async (t) => {
   const f = new Fixture(t);
   const first = await f.sidecar();
