@@ -823,6 +823,23 @@ async fn a_get_should_lease_no_more_than_its_answer_can_carry_and_leave_the_rest
     assert_eq!((rest.failures, rest.reasons.len(), rest.last_error.as_str()), (0, 16, ""));
 }
 
+#[tokio::test]
+async fn key_state_of_a_held_key_added_again_should_say_what_comes_next() {
+    let mut s = start().await;
+    s.client.add(add("default", &["k"], Some(7))).await.unwrap();
+    let lease = take(&mut s.client, "default").await;
+    let held = s.client.key_state(key_state("default", "k")).await.unwrap().into_inner();
+    assert_eq!((held.state, held.dirty, held.priority), (pb::KeyState::Held as i32, false, 7));
+    let again = pb::AddRequest { reason: "again".into(), ..add("default", &["k"], Some(3)) };
+    s.client.add(again).await.unwrap();
+    let dirty = s.client.key_state(key_state("default", "k")).await.unwrap().into_inner();
+    assert_eq!((dirty.state, dirty.dirty, dirty.priority), (pb::KeyState::Held as i32, true, 3));
+    assert_eq!(dirty.reasons.iter().map(|r| r.source.as_str()).collect::<Vec<_>>(), ["again"]);
+    s.client.done(done("default", &lease)).await.unwrap();
+    let queued = s.client.key_state(key_state("default", "k")).await.unwrap().into_inner();
+    assert_eq!((queued.state, queued.priority), (pb::KeyState::Queued as i32, 3), "as KeyState said it would be");
+}
+
 /// Sends `body` to the unary `method` of WorkQueueService as it is.
 async fn raw_call(s: &TestServer, method: &str, body: Vec<u8>) -> Result<Vec<u8>, tonic::Status> {
     let mut grpc = tonic::client::Grpc::new(s.channel.clone());

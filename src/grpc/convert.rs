@@ -9,7 +9,9 @@ use super::pb;
 use super::status::ApiError;
 use super::validate;
 use crate::informer::{CachedObject, SharedInformer};
-use crate::queue::{FinishOutcome, KeyPhase, KeyStatus, Lease, QueueCounts, Reason, ReasonKind, ReasonSet};
+use crate::queue::{
+    DirtyStatus, FinishOutcome, KeyPhase, KeyStatus, Lease, QueueCounts, Reason, ReasonKind, ReasonSet,
+};
 
 /// The wall-clock time of a monotonic instant, for clients on other clocks.
 pub fn timestamp(at: Instant) -> prost_types::Timestamp {
@@ -116,16 +118,26 @@ pub fn key_state(status: KeyStatus) -> pb::KeyStateResponse {
         KeyPhase::Held { holder, deadline, dirty, .. } => {
             response.held_until = Some(timestamp(deadline));
             response.holder = holder.to_string();
-            response.dirty = dirty.is_some();
+            show_dirty(&mut response, dirty.as_ref());
             pb::KeyState::Held
         }
         KeyPhase::Settling { until, dirty } => {
             response.settling_until = Some(timestamp(until));
-            response.dirty = dirty.is_some();
+            show_dirty(&mut response, dirty.as_ref());
             pb::KeyState::Settling
         }
     } as i32;
     response
+}
+
+/// A held or settling key added again: what happens next, as the proto
+/// says (the priority it will be queued at, why it was added).
+fn show_dirty(response: &mut pb::KeyStateResponse, dirty: Option<&DirtyStatus>) {
+    if let Some(dirty) = dirty {
+        response.dirty = true;
+        response.priority = dirty.priority;
+        response.reasons = reasons(&dirty.reasons);
+    }
 }
 
 /// A Finish's outcome as sent, whichever message carried it: unary

@@ -2116,8 +2116,9 @@ type KeyStateResponse struct {
 	Failures uint32 `protobuf:"varint,3,opt,name=failures,proto3" json:"failures,omitempty"`
 	// The error text of its last failed attempt; empty when none.
 	LastError string `protobuf:"bytes,4,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
-	// Why it is queued or waiting; while held, the reasons of its lease (or,
-	// when dirty, why it was added again).
+	// Why it is queued or waiting; while held or settling, why it was added
+	// again when dirty, else empty (the lease carried its reasons to its
+	// worker).
 	Reasons []*Reason `protobuf:"bytes,5,rep,name=reasons,proto3" json:"reasons,omitempty"`
 	// QUEUED: when it became ready.
 	QueuedSince *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=queued_since,json=queuedSince,proto3" json:"queued_since,omitempty"`

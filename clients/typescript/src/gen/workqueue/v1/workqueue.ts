@@ -559,8 +559,9 @@ export interface KeyStateResponse {
   /** The error text of its last failed attempt; empty when none. */
   lastError: string;
   /**
-   * Why it is queued or waiting; while held, the reasons of its lease (or,
-   * when dirty, why it was added again).
+   * Why it is queued or waiting; while held or settling, why it was added
+   * again when dirty, else empty (the lease carried its reasons to its
+   * worker).
    */
   reasons: Reason[];
   /** QUEUED: when it became ready. */
