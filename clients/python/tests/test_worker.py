@@ -366,6 +366,48 @@ async def test_a_broken_stream_should_cancel_reconciles_and_reconnect(start_side
                 await eventually(lambda: _phase(other, "ns/after", KeyPhase.ABSENT))
 
 
+# conformance: C9
+async def test_reconciles_that_ignore_cancellation_should_keep_their_slots_across_a_reconnect(
+    start_sidecar: StartSidecar,
+) -> None:
+    first = start_sidecar()
+    running_now = 0
+    most = 0
+    release = asyncio.Event()
+    seen: list[str] = []
+
+    async def reconcile(request: Request) -> None:
+        nonlocal running_now, most
+        seen.append(request.key)
+        running_now += 1
+        most = max(most, running_now)
+        try:
+            if request.key.startswith("ns/stubborn"):
+                while not release.is_set():
+                    try:
+                        await release.wait()
+                    except asyncio.CancelledError:
+                        pass  # ignores its cancellation, as some code does
+        finally:
+            running_now -= 1
+
+    async with Client.connect(first.target) as client:
+        await client.add("default", "ns/stubborn-1")
+        async with running(client, "default", reconcile, concurrency=2):
+            await eventually(lambda: "ns/stubborn-1" in seen)
+            first.process.kill()
+            second = _restart_on(start_sidecar, first)
+            async with Client.connect(second.target) as other:
+                await other.add("default", "ns/stubborn-2", "ns/next")
+                await eventually(lambda: "ns/stubborn-2" in seen, timeout=20)
+                # One slot held by each stubborn reconcile: ns/next waits.
+                await asyncio.sleep(0.5)
+                assert "ns/next" not in seen and most == 2, (seen, most)
+                release.set()
+                await eventually(lambda: "ns/next" in seen, timeout=10)
+    assert most <= 2, most
+
+
 # conformance: C10
 async def test_run_should_raise_for_an_unknown_queue(client: Client) -> None:
     async def reconcile(request: Request) -> None:

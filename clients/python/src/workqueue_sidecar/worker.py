@@ -118,6 +118,12 @@ class Worker:
     stop: asyncio.Event
     #: The client's writes, bound to each lease in its Request.
     objects: Objects | None = None
+    #: Pool tasks of broken streams whose reconciles ignored their
+    #: cancellation and still run: each takes a slot of ``concurrency`` until
+    #: it ends, so a reopened stream never runs more than that at once.
+    leftover: set[asyncio.Task[None]] = field(default_factory=set)
+    #: The stream now open, which gets a leftover's slot back when it ends.
+    current: _Stream | None = None
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -129,6 +135,18 @@ class Worker:
                 f"reconcile must be an async function, got {self.reconcile!r}; "
                 "run plain functions with SyncClient.run or run_sync"
             )
+
+    def keep_leftovers(self, tasks: set[asyncio.Task[None]]) -> None:
+        """Counts ``tasks`` (still running after their stream broke) against the slots
+        until each ends; then its slot goes to the stream open at that time."""
+        for task in tasks:
+            self.leftover.add(task)
+            task.add_done_callback(self._leftover_done)
+
+    def _leftover_done(self, task: asyncio.Task[None]) -> None:
+        self.leftover.discard(task)
+        if self.current is not None:
+            self.current.grow()
 
     async def run(self) -> None:
         delay = RECONNECT_INITIAL
@@ -190,10 +208,20 @@ class _Stream:
         """Runs the stream until the worker stopped cleanly; raises _StreamBroken to reconnect."""
         w = self.worker
         self.call = w.stub.Work()
+        # Reconciles of a broken stream that still run keep their slots.
+        slots = max(0, w.concurrency - len(w.leftover))
+        if slots < w.concurrency:
+            logger.warning(
+                "%d reconciles of the broken stream still run (they ignored their cancellation); "
+                "reopening with %d of %d slots until they end",
+                w.concurrency - slots,
+                slots,
+                w.concurrency,
+            )
         open_ = pb.WorkRequest.Open(
             queue=w.queue,
             worker=w.worker_name,
-            credits=w.concurrency,
+            credits=slots,
             lease_ttl=None if w.lease_ttl is None else to_duration(w.lease_ttl),
             include_object=w.include_object,
             # Nothing waits on a Finish's answer: a refusal is only logged
@@ -206,8 +234,9 @@ class _Stream:
         self.reader = reader = asyncio.create_task(self._read(), name=f"workqueue {w.queue}: reader")
         stopper = asyncio.create_task(self._stop_when_asked(), name=f"workqueue {w.queue}: stopper")
         self.pool = [
-            asyncio.create_task(self._work(), name=f"workqueue {w.queue}: worker {i}") for i in range(w.concurrency)
+            asyncio.create_task(self._work(), name=f"workqueue {w.queue}: worker {i}") for i in range(slots)
         ]
+        w.current = self
         try:
             await asyncio.wait({reader})
             if reader.cancelled():
@@ -216,6 +245,8 @@ class _Stream:
             reader.result()
         finally:
             self.closing = True
+            if w.current is self:
+                w.current = None
             if self.tick is not None:
                 self.tick.cancel()
             for held in self.held.values():
@@ -225,9 +256,18 @@ class _Stream:
             self.call.cancel()
             writer.cancel()
             # A reconcile gets UNWIND_TIMEOUT to unwind; one that ignores its
-            # cancellation is left running, and the stream moves on.
-            await asyncio.wait(self.pool, timeout=UNWIND_TIMEOUT)
+            # cancellation is left running, holding its slot, and the stream
+            # moves on.
+            _, still_running = await asyncio.wait(self.pool, timeout=UNWIND_TIMEOUT)
+            w.keep_leftovers(still_running)
             await asyncio.gather(writer, stopper, reader, return_exceptions=True)
+
+    def grow(self) -> None:
+        """A slot came back (a broken stream's reconcile ended): one more pool task, one more credit."""
+        if self.closing or self.stopping:
+            return
+        self.pool.append(asyncio.create_task(self._work(), name=f"workqueue {self.worker.queue}: worker"))
+        self.send(pb.WorkRequest(credit=pb.WorkRequest.Credit(credits=1)))
 
     def send(self, message: pb.WorkRequest) -> None:
         self.outbox.put_nowait(message)
@@ -296,7 +336,7 @@ class _Stream:
             self.lost_finishes.forget_after = ttl if ttl > 0 else DEFAULT_LEASE_TTL
         # Else a sidecar older than Open.ack_failures_only: every Finish is
         # answered, and a lost lease's token stays until its answer.
-        if opened.credits < w.concurrency:
+        if opened.credits < len(self.pool):
             logger.warning(
                 "the sidecar caps the window at %d leases; concurrency %d is not reached",
                 opened.credits,
