@@ -51,7 +51,7 @@ pub struct Cli {
     pub tls_client_ca: Option<PathBuf>,
 
     /// On SIGTERM or SIGINT, how long held leases may run before their keys are handed back.
-    #[arg(long, env = "WQS_GRACE_PERIOD", value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "WQS_GRACE_PERIOD", value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub grace_period: Duration,
 
     /// Log format.
@@ -86,16 +86,16 @@ pub struct Cli {
     pub leader_election_identity: Option<String>,
 
     /// How long the Lease stays valid after its last renewal (shard Leases too).
-    #[arg(long, env = "WQS_LEADER_ELECTION_LEASE_DURATION", value_name = "DURATION", default_value = "15s", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "WQS_LEADER_ELECTION_LEASE_DURATION", value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
     pub leader_election_lease_duration: Duration,
 
     /// How long the leader keeps trying to renew before it steps down; a
     /// shard member grants nothing later than this after its last renewal.
-    #[arg(long, env = "WQS_LEADER_ELECTION_RENEW_DEADLINE", value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "WQS_LEADER_ELECTION_RENEW_DEADLINE", value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub leader_election_renew_deadline: Duration,
 
     /// How often replicas try to take or renew the Lease (shard Leases too).
-    #[arg(long, env = "WQS_LEADER_ELECTION_RETRY_PERIOD", value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "WQS_LEADER_ELECTION_RETRY_PERIOD", value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
     pub leader_election_retry_period: Duration,
 
     /// Share the keys of the queues with `shard_by` among the replicas of
@@ -128,6 +128,16 @@ pub enum LogFormat {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TcpAddress(pub Option<SocketAddr>);
 
+/// A duration flag: humantime's format, at most 366 days, as every duration
+/// the config file and the gRPC API take (a unit typo is refused, not kept).
+fn parse_duration(value: &str) -> Result<Duration, String> {
+    let duration = humantime::parse_duration(value).map_err(|err| err.to_string())?;
+    if duration > crate::queue::MAX_DURATION {
+        return Err(format!("must be at most {} days", crate::queue::MAX_DURATION.as_secs() / 86_400));
+    }
+    Ok(duration)
+}
+
 fn parse_tcp(value: &str) -> Result<TcpAddress, String> {
     if value.eq_ignore_ascii_case("off") {
         return Ok(TcpAddress(None));
@@ -146,6 +156,14 @@ mod tests {
     #[test]
     fn cli_definition_should_be_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations_should_be_at_most_366_days() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("366d"), Ok(Duration::from_secs(366 * 86_400)));
+        assert_eq!(parse_duration("400d"), Err("must be at most 366 days".to_string()));
+        assert!(parse_duration("30 parsecs").is_err());
     }
 
     #[test]

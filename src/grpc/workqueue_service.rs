@@ -47,7 +47,8 @@ impl WorkQueueApi {
 
     fn queue(&self, name: &str) -> Result<&Queue, ApiError> {
         if name.is_empty() {
-            return Err(ApiError::invalid("queue", "must name a queue (the standalone sidecar has \"default\")"));
+            let names = self.queues.names().iter().map(|name| format!("{name:?}")).collect::<Vec<_>>().join(", ");
+            return Err(ApiError::invalid("queue", format!("must name a queue (this sidecar has {names})")));
         }
         self.queues.get(name).ok_or_else(|| ApiError::UnknownQueue(name.to_string()))
     }

@@ -12,6 +12,8 @@ pub enum QueueError {
     #[error("the queue is shutting down")]
     ShuttingDown,
     /// The queue tracks `limit` keys already.
-    #[error("the queue is full ({limit} keys)")]
+    #[error(
+        "the queue is full: it tracks max_keys = {limit} keys, counting keys kept only for their failures (Forget frees those)"
+    )]
     Full { limit: usize },
 }
