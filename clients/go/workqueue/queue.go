@@ -73,7 +73,7 @@ func (q *Queue) AddAfter(ctx context.Context, delay time.Duration, keys ...strin
 type Backoff struct {
 	Key      string
 	Failures int           // including this one
-	Delay    time.Duration // until the key is ready again
+	Delay    time.Duration // the rate limiter's delay; the key is ready after it unless due sooner already
 }
 
 // AddRateLimited counts a failure for each key and queues it after the

@@ -782,7 +782,9 @@ type RateLimitedKey struct {
 	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	// The key's failure count including this one.
 	Failures uint32 `protobuf:"varint,2,opt,name=failures,proto3" json:"failures,omitempty"`
-	// How long the key waits before it is ready again.
+	// The rate limiter's delay for this failure (client-go's When): the key
+	// is ready again after it, unless it was due sooner already (queued, or
+	// waiting for less: the earliest ready time wins), as KeyState shows.
 	Delay         *durationpb.Duration `protobuf:"bytes,3,opt,name=delay,proto3" json:"delay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -81,7 +81,7 @@ export interface ShardPlace {
 export interface RateLimitedKey {
   key: string;
   failures: number;
-  /** Milliseconds until the key is ready again. */
+  /** The rate limiter's delay in milliseconds: the key is ready after it unless it was due sooner already. */
   delay: number;
 }
 

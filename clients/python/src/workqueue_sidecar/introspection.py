@@ -127,7 +127,7 @@ class RateLimitedKey:
     key: str
     #: The failure count including this one.
     failures: int
-    #: How long the key waits before it is ready again.
+    #: The rate limiter's delay: the key is ready after it unless it was due sooner already.
     delay: timedelta
 
     @classmethod

@@ -273,7 +273,11 @@ export interface RateLimitedKey {
   key: string;
   /** The key's failure count including this one. */
   failures: number;
-  /** How long the key waits before it is ready again. */
+  /**
+   * The rate limiter's delay for this failure (client-go's When): the key
+   * is ready again after it, unless it was due sooner already (queued, or
+   * waiting for less: the earliest ready time wins), as KeyState shows.
+   */
   delay: Duration | undefined;
 }
 

@@ -7,6 +7,6 @@ import java.time.Duration;
  *
  * @param key the key
  * @param failures its failure count including this one
- * @param delay how long it waits before it is ready again
+ * @param delay the rate limiter's delay: the key is ready after it unless it was due sooner already
  */
 public record Backoff(String key, int failures, Duration delay) {}
