@@ -78,6 +78,36 @@ async fn metrics_should_count_a_known_workload_exactly() {
 }
 
 #[tokio::test]
+async fn requeues_after_a_delay_should_count_as_retries_and_their_delay_not_as_queue_time() {
+    let sidecar = Sidecar::start(&[]);
+    let mut client = sidecar.client().await;
+    // An AddAfter and a Finish asking for a requeue: each a retry, as
+    // client-go's AddAfter counts one.
+    let after = pb::AddAfterRequest {
+        queue: "default".into(),
+        keys: vec!["later".into()],
+        delay: Some(prost_types::Duration { seconds: 0, nanos: 300_000_000 }),
+        priority: None,
+        reason: String::new(),
+    };
+    client.add_after(after).await.unwrap();
+    client.add(add(&["now"])).await.unwrap();
+    let lease = client.get(get(1, None)).await.unwrap().into_inner().leases.remove(0);
+    let requeue = pb::RequeueAfter { delay: Some(prost_types::Duration { seconds: 60, nanos: 0 }) };
+    client.finish(finish(&lease, finish_request::Outcome::RequeueAfter(requeue))).await.unwrap();
+    // The delayed key is handed out once due: its 300 ms delay is not queue time.
+    let later = client.get(get(1, None)).await.unwrap().into_inner().leases.remove(0);
+    assert_eq!(later.key, "later");
+    let (_, metrics) = sidecar.admin_get("/metrics").await;
+    let q = r#"{name="default"}"#;
+    let value =
+        |name: &str| sample(&metrics, &format!("{name}{q}")).unwrap_or_else(|| panic!("{name} missing:\n{metrics}"));
+    assert_eq!(value("workqueue_retries_total"), 2.0, "the AddAfter and the requeue_after");
+    assert_eq!(value("workqueue_queue_duration_seconds_count"), 2.0);
+    assert!(value("workqueue_queue_duration_seconds_sum") < 0.25, "{metrics}");
+}
+
+#[tokio::test]
 async fn held_work_should_show_in_the_processing_gauges() {
     let sidecar = Sidecar::start(&[]);
     let mut client = sidecar.client().await;

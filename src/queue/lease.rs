@@ -77,7 +77,8 @@ pub struct Lease<K> {
     pub last_error: Option<Arc<str>>,
     /// Why the key was queued.
     pub reasons: ReasonSet,
-    /// When the key entered the queue (the first add since its last grant).
+    /// When the key became ready to hand out, the first time since its last
+    /// grant (a delay's end, not the add that asked for it).
     pub enqueued_at: Instant,
     /// When this lease was granted.
     pub granted_at: Instant,

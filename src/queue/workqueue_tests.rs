@@ -818,6 +818,26 @@ async fn a_holder_should_be_told_of_leases_handed_back_but_not_of_those_it_ended
 }
 
 #[tokio::test(start_paused = true)]
+async fn queue_time_should_start_when_a_delayed_key_becomes_ready() {
+    let q = queue();
+    let start = Instant::now();
+    q.add_after("late".to_string(), ms(100), 0, manual()).unwrap();
+    advance(ms(100)).await;
+    settle().await;
+    advance(ms(10)).await;
+    let lease = take(&q).unwrap();
+    assert_eq!(lease.enqueued_at, start + ms(100), "the delay's end, not the add");
+    // Added again while held, with a delay: the same once it is due.
+    q.add_after("late".to_string(), ms(50), 0, manual()).unwrap();
+    q.done("late", lease.token).unwrap();
+    let due = Instant::now() + ms(50);
+    advance(ms(50)).await;
+    settle().await;
+    advance(ms(10)).await;
+    assert_eq!(take(&q).unwrap().enqueued_at, due);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_lease_handed_back_unsent_should_queue_its_key_as_it_was_and_tell_nobody() {
     let q = queue();
     let mut lost = q.watch_lost_leases(&worker("w"));

@@ -261,6 +261,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             LeaseEnd::RequeueAfter(delay) => {
                 entry.failures = 0;
                 entry.last_error = None;
+                self.observer.retried();
                 Some((ReasonSet::from(Reason::of(ReasonKind::RequeueAfter)), time::after(now, delay)))
             }
             LeaseEnd::Retry(error) => {
@@ -291,7 +292,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             if let Some((reasons, ready_at)) = requeue {
                 Pending::merge_into(
                     &mut pending,
-                    Pending { priority: lease_priority, reasons, ready_at, enqueued_at: now },
+                    Pending { priority: lease_priority, reasons, ready_at, enqueued_at: ready_at.max(now) },
                 );
             }
             let until = time::after(now, self.settings.settle_timeout);

@@ -63,7 +63,8 @@ struct Entry<K> {
     priority: i32,
     /// Reasons while ready or waiting; empty while held (the lease took them).
     reasons: ReasonSet,
-    /// When the key entered the queue since it was last granted.
+    /// When the key became ready since it was last granted (`None` while
+    /// it waits out a delay: its lane then says when it became ready).
     enqueued_at: Option<Instant>,
     /// The shard slot the key falls in, when the queue is sharded and the
     /// slot is known (`place_in_shard`); a key without one is never granted
@@ -144,6 +145,7 @@ impl Pending {
                 pending.priority = pending.priority.max(add.priority);
                 pending.reasons.merge(add.reasons);
                 pending.ready_at = pending.ready_at.min(add.ready_at);
+                pending.enqueued_at = pending.enqueued_at.min(add.enqueued_at);
             }
             None => *pending = Some(Box::new(add)),
         }
@@ -279,7 +281,12 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         reason: Reason,
         now: Instant,
     ) -> Result<AddOutcome, QueueError> {
-        self.enqueue_key(key, priority, reason, time::after(now, delay), now)
+        let kind = reason.kind;
+        let added = self.enqueue_key(key, priority, reason, time::after(now, delay), now);
+        if added.is_ok() {
+            self.count_requeue(kind);
+        }
+        added
     }
 
     /// `AddRateLimited`: counts a failure and delays the key by the rate limiter.
@@ -308,6 +315,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         self.check_room(&keys, reason.kind)?;
         let ready_at = time::after(now, delay);
         for key in keys {
+            self.count_requeue(reason.kind);
             let slot = self.slot_or_insert(key);
             self.enqueue_slot(slot, priority, ReasonSet::from(reason.clone()), ready_at, now);
         }
@@ -432,7 +440,10 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
                 self.observer.added();
                 entry.priority = priority;
                 entry.reasons = reasons;
-                entry.enqueued_at = Some(now);
+                // Queue time starts when the key is ready: a delay is not
+                // time spent waiting for a worker (client-go's metrics start
+                // at a delay's end too). A waiting key gets it from its lane.
+                entry.enqueued_at = (ready_at <= now).then_some(now);
                 if ready_at <= now {
                     self.make_ready(slot, now);
                 } else {
@@ -475,11 +486,11 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
                 AddOutcome::Merged
             }
             Phase::Held(lease) => {
-                let add = Pending { priority, reasons, ready_at, enqueued_at: now };
+                let add = Pending { priority, reasons, ready_at, enqueued_at: ready_at.max(now) };
                 mark_dirty(&*self.observer, &mut self.held_leases[*lease].pending, add)
             }
             Phase::Settling { pending, .. } => {
-                let add = Pending { priority, reasons, ready_at, enqueued_at: now };
+                let add = Pending { priority, reasons, ready_at, enqueued_at: ready_at.max(now) };
                 mark_dirty(&*self.observer, pending, add)
             }
         }
@@ -536,6 +547,15 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         let delay = self.limiter.per_key_delay(self.entries[slot].failures);
         self.note_failure(slot);
         delay
+    }
+
+    /// A key queued again on purpose after a delay (`AddAfter`, a Finish's
+    /// `requeue_after`) counts as a retry, as client-go's `AddAfter` does,
+    /// so `workqueue_retries_total` means what dashboards expect.
+    fn count_requeue(&self, kind: ReasonKind) {
+        if kind == ReasonKind::RequeueAfter {
+            self.observer.retried();
+        }
     }
 
     fn note_failure(&mut self, slot: Slot) {
