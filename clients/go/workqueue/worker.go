@@ -78,6 +78,7 @@ func WithStopTimeout(d time.Duration) WorkOption {
 
 // WithReconnectBackoff sets the delays between attempts to reopen a broken
 // Work stream: from initial, doubling, up to max (default 100 ms to 10 s).
+// Run refuses initial <= 0 or max < initial.
 func WithReconnectBackoff(initial, max time.Duration) WorkOption {
 	return func(c *workConfig) { c.minBackoff, c.maxBackoff = initial, max }
 }
@@ -111,11 +112,16 @@ func (q *Queue) Run(ctx context.Context, concurrency int, r Reconciler, opts ...
 	if r == nil {
 		return fmt.Errorf("workqueue: run on %q: nil Reconciler", q.name)
 	}
+	cfg := newWorkConfig(opts)
+	if cfg.minBackoff <= 0 || cfg.maxBackoff < cfg.minBackoff {
+		// A zero first delay never grows: a broken stream would be reopened in a tight loop.
+		return fmt.Errorf("workqueue: run on %q: WithReconnectBackoff(%s, %s): want 0 < initial <= max", q.name, cfg.minBackoff, cfg.maxBackoff)
+	}
 	w := &worker{
 		queue:       q,
 		reconciler:  r,
 		concurrency: concurrency,
-		cfg:         newWorkConfig(opts),
+		cfg:         cfg,
 		log:         q.client.logger.With("queue", q.name),
 	}
 	w.ready = sync.NewCond(&w.readyMu)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -368,6 +369,17 @@ func TestRunStopsGracefullyAndHandsKeysBack(t *testing.T) {
 	}
 	if counts.Held != 0 || counts.Ready+counts.Waiting != len(keys)-2 {
 		t.Errorf("after the stop: %+v; want nothing held and %d keys queued", counts, len(keys)-2)
+	}
+}
+
+func TestRunRefusesABackoffThatCannotGrow(t *testing.T) {
+	sc := startSidecar(t)
+	q := dial(t, sc).Queue("default")
+	for _, b := range [][2]time.Duration{{0, 0}, {0, time.Second}, {time.Second, time.Millisecond}} {
+		err := q.Run(context.Background(), 1, newRecorder(nil), workqueue.WithReconnectBackoff(b[0], b[1]))
+		if err == nil || !strings.Contains(err.Error(), "WithReconnectBackoff") {
+			t.Errorf("WithReconnectBackoff(%s, %s): Run returned %v; want it refused", b[0], b[1], err)
+		}
 	}
 }
 
