@@ -20,6 +20,8 @@ use kube::Client;
 use kube::client::Body;
 use kube::core::Status;
 
+use super::protobuf::{ProtobufKind, Unknown};
+
 /// What client-go asks for a built-in kind: protobuf, or JSON where the
 /// server has no protobuf for it (custom resources). A watch is answered
 /// `application/vnd.kubernetes.protobuf;stream=watch`.
@@ -48,15 +50,30 @@ pub async fn send(client: &Client, request: http::Request<Vec<u8>>, protobuf: bo
     if status.is_success() {
         return Ok(answer);
     }
-    let text = answer.bytes().await?;
-    let status = match serde_json::from_slice::<Status>(&text) {
-        Ok(status) => status,
-        Err(_) => {
-            let text = String::from_utf8_lossy(&text);
-            Status::failure(text.trim(), "the API server's answer is not a Status").with_code(status.as_u16())
-        }
-    };
-    Err(kube::Error::Api(status.boxed()))
+    let protobuf = answer.protobuf;
+    let body = answer.bytes().await?;
+    Err(kube::Error::Api(error_status(&body, protobuf, status.as_u16()).boxed()))
+}
+
+/// The `Status` an error answer carries: JSON, or protobuf when asked for
+/// it (a built-in kind's list or watch: the API server answers errors in
+/// the format asked, and the bytes as text are unreadable). Anything else
+/// is kept as its text, made readable, with the HTTP code.
+fn error_status(body: &[u8], protobuf: bool, code: u16) -> Status {
+    let json = if protobuf { protobuf_status_json(body) } else { Some(body.to_vec()) };
+    if let Some(status) = json.and_then(|json| serde_json::from_slice::<Status>(&json).ok()) {
+        return status;
+    }
+    let text: String = String::from_utf8_lossy(body).chars().filter(|c| !c.is_control() || *c == ' ').collect();
+    Status::failure(text.trim(), "the API server's answer is not a Status").with_code(code)
+}
+
+/// A protobuf `Status` answer (`k8s\0`, `runtime.Unknown`, `metav1.Status`) as JSON.
+fn protobuf_status_json(body: &[u8]) -> Option<Vec<u8>> {
+    let unknown = Unknown::read(body).ok()?;
+    let status = ProtobufKind::status();
+    status.check_envelope(unknown.kind, false).ok()?;
+    status.to_json(unknown.raw).ok()
 }
 
 /// The body of a successful answer.
@@ -223,6 +240,40 @@ mod tests {
         let mut encoder = GzEncoder::new(Vec::new(), Compression::fast());
         encoder.write_all(member).unwrap();
         encoder.finish().unwrap()
+    }
+
+    /// A forbidden list answered in protobuf, as the API server answers a
+    /// built-in kind's list: `k8s\0`, `runtime.Unknown`, `metav1.Status`.
+    fn protobuf_forbidden() -> Vec<u8> {
+        use prost::encoding::{bytes, int32, string};
+        let mut status = Vec::new();
+        string::encode(2, &"Failure".to_string(), &mut status);
+        string::encode(3, &"configmaps is forbidden: User \"nobody\" cannot list resource".to_string(), &mut status);
+        string::encode(4, &"Forbidden".to_string(), &mut status);
+        int32::encode(6, &403, &mut status);
+        let mut type_meta = Vec::new();
+        string::encode(1, &"v1".to_string(), &mut type_meta);
+        string::encode(2, &"Status".to_string(), &mut type_meta);
+        let mut answer = b"k8s\0".to_vec();
+        bytes::encode(1, &type_meta, &mut answer);
+        bytes::encode(2, &status, &mut answer);
+        answer
+    }
+
+    #[test]
+    fn an_error_answered_in_protobuf_should_read_as_its_status() {
+        let status = error_status(&protobuf_forbidden(), true, 403);
+        assert_eq!(status.message, "configmaps is forbidden: User \"nobody\" cannot list resource");
+        assert_eq!((status.reason.as_str(), status.code), ("Forbidden", 403));
+    }
+
+    #[test]
+    fn an_error_that_is_no_status_should_keep_readable_text_and_the_code() {
+        let status = error_status(b"404 page not found\n", false, 404);
+        assert_eq!((status.message.as_str(), status.code), ("404 page not found", 404));
+        let garbled = error_status(b"k8s\0\x0c\x02not a status", true, 500);
+        assert!(!garbled.message.chars().any(char::is_control), "{:?}", garbled.message);
+        assert_eq!(garbled.code, 500);
     }
 
     /// The lines of a body that arrives in `chunks`, decoded as `gzip` says.

@@ -15,7 +15,7 @@ mod time_text;
 mod to_json;
 mod wire;
 
-pub use envelope::{ListPage, WatchEvent};
+pub use envelope::{ListPage, Unknown, WatchEvent};
 pub use error::ProtobufError;
 
 use schema::{Message, Value};
