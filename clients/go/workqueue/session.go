@@ -418,7 +418,19 @@ func (s *session) work(h *held) {
 		s.finishLost(h)
 		return
 	}
+	if !w.claimKey(&h.ctx, h.key) {
+		// Never started: lost while an earlier reconcile of its key still
+		// ran here (it is finished as lost), or the worker is stopping (it
+		// goes back when the stream closes).
+		w.release(s)
+		s.forget(h)
+		if h.lost.Load() {
+			s.finishLost(h)
+		}
+		return
+	}
 	res, err := w.call(&h.ctx, requestFromLease(w.queue, h.lease))
+	w.releaseKey(h.key)
 	w.release(s)
 	// Out of the session's leases before its Finish is sent, so the extend
 	// loop sends no Extend after it.

@@ -122,6 +122,7 @@ func (q *Queue) Run(ctx context.Context, concurrency int, r Reconciler, opts ...
 		reconciler:  r,
 		concurrency: concurrency,
 		cfg:         cfg,
+		keys:        map[string]chan struct{}{},
 		log:         q.client.logger.With("queue", q.name),
 	}
 	w.ready = sync.NewCond(&w.readyMu)
@@ -157,6 +158,43 @@ type worker struct {
 	mu      sync.Mutex
 	busy    int
 	current *session
+
+	// keys are the keys reconciling in this process, each with a channel
+	// closed when its reconcile returns. A lease for a key whose earlier
+	// reconcile still runs (its lease lost, its context cancelled, and it
+	// has not returned) waits for it: one key never runs twice at once here.
+	keysMu sync.Mutex
+	keys   map[string]chan struct{}
+}
+
+// claimKey waits until no other reconcile of key runs in this process and
+// claims it; false when ctx ends first (the lease was lost, or the worker
+// is stopping, while it waited).
+func (w *worker) claimKey(ctx context.Context, key string) bool {
+	for {
+		w.keysMu.Lock()
+		running, busy := w.keys[key]
+		if !busy {
+			w.keys[key] = make(chan struct{})
+			w.keysMu.Unlock()
+			return true
+		}
+		w.keysMu.Unlock()
+		w.log.Info("waiting for the earlier reconcile of this key to return (its lease was lost, and it ignores its context)", "key", key)
+		select {
+		case <-running:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// releaseKey ends claimKey's claim on key.
+func (w *worker) releaseKey(key string) {
+	w.keysMu.Lock()
+	close(w.keys[key])
+	delete(w.keys, key)
+	w.keysMu.Unlock()
 }
 
 // dispatch hands a lease to the pool: the first free goroutine takes it.

@@ -372,6 +372,41 @@ func TestRunStopsGracefullyAndHandsKeysBack(t *testing.T) {
 	}
 }
 
+func TestRunNeverReconcilesOneKeyTwiceAtOnceInAProcess(t *testing.T) {
+	config := writeConfig(t, `
+queues:
+  default:
+    lease_ttl: 1s
+`)
+	sc := startSidecar(t, "--config", config)
+	q := dial(t, sc).Queue("default")
+	rec := newRecorder(func(ctx context.Context, _ workqueue.Request, n int) (workqueue.Result, error) {
+		if n == 0 {
+			time.Sleep(4 * time.Second) // ignores its context, lease lost or not
+		}
+		return workqueue.Result{}, nil
+	})
+	if err := q.Add(context.Background(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	stop := runWorker(t, q, 2, rec)
+	rec.waitStarted(t, 5*time.Second)
+	// The sidecar stalls past the lease: the worker loses it, the sidecar
+	// expires it, and the key comes back to this worker's free slot while
+	// the first reconcile still runs.
+	sc.Signal(syscall.SIGSTOP)
+	time.Sleep(2 * time.Second)
+	sc.Signal(syscall.SIGCONT)
+	eventually(t, 20*time.Second, "the key reconciled again", func() bool { return len(rec.of("a")) == 2 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	a := rec.of("a")
+	if a[1].start.Before(a[0].end) {
+		t.Errorf("a's second reconcile started at %s, before its first returned at %s", a[1].start.Format(time.StampMicro), a[0].end.Format(time.StampMicro))
+	}
+}
+
 func TestRunRefusesABackoffThatCannotGrow(t *testing.T) {
 	sc := startSidecar(t)
 	q := dial(t, sc).Queue("default")
