@@ -31,6 +31,8 @@ export class Client {
   readonly workerName: string;
   private readonly queues: WorkQueueServiceClient;
   private readonly log: Logger;
+  /** Aborted by close(): this client's running workers stop on it. */
+  private readonly closing = new AbortController();
 
   /** Use {@link connect}. */
   constructor(readonly target: string, options: ConnectOptions = {}) {
@@ -45,7 +47,7 @@ export class Client {
 
   /** A handle on the named queue ("default" when the sidecar runs without a config file). */
   queue(name: string): Queue {
-    return new Queue(this.queues, name, this.workerName, this.log);
+    return new Queue(this.queues, name, this.workerName, this.log, this.closing.signal);
   }
 
   /** Resolves once connected; UnavailableError after ms. */
@@ -58,8 +60,13 @@ export class Client {
     });
   }
 
-  /** Closes the connection; calls in flight fail, running workers see their streams break. */
+  /**
+   * Closes the connection. Running workers stop as if their signal aborted
+   * (running reconciles get their stop timeout, their results count) and
+   * their `run` resolves; new calls fail at once.
+   */
   close(): void {
+    this.closing.abort();
     this.queues.close();
   }
 }

@@ -111,6 +111,8 @@ export class Queue {
     readonly name: string,
     private readonly workerName: string,
     private readonly log: Logger,
+    /** Aborted when the client closes: a running worker stops on it too. */
+    private readonly clientClosing: AbortSignal = new AbortController().signal,
   ) {}
 
   private op(verb: string): string {
@@ -215,6 +217,7 @@ export class Queue {
     if (!Number.isInteger(concurrency) || concurrency < 1) {
       throw new RangeError(`workqueue: run on queue ${JSON.stringify(this.name)}: concurrency must be an integer of at least 1, not ${concurrency}`);
     }
-    await new Worker(this.client, this.name, this.workerName, reconcile, options, this.log).run();
+    const signal = options.signal === undefined ? this.clientClosing : AbortSignal.any([options.signal, this.clientClosing]);
+    await new Worker(this.client, this.name, this.workerName, reconcile, { ...options, signal }, this.log).run();
   }
 }

@@ -281,6 +281,25 @@ test("C7 graceful stop: a reconcile past the stop timeout is aborted as lost and
   assert.notEqual((await q.keyState("stuck")).state, "HELD");
 });
 
+test("C7 close() stops the client's running workers: run resolves, running reconciles finish, no key is taken after", async (t) => {
+  const f = new Fixture(t);
+  const client = await f.client((await f.sidecar()).target);
+  const q = client.queue("default");
+  let release: () => void = () => {};
+  const released = new Promise<void>((resolve) => (release = resolve));
+  const rec = new Recorder(async (req) => {
+    if (req.key === "running") await released;
+  });
+  const done = q.run(rec.reconcile, { concurrency: 2 });
+  await q.add("running");
+  await eventually("the reconcile to start", () => rec.attempts.length === 1);
+  client.close();
+  release();
+  await done;
+  assert.equal(rec.attempts.length, 1, "nothing taken after close()");
+  assert.notEqual(rec.attempts[0]!.end, undefined, "the running reconcile finished");
+});
+
 test("a reconcile that never settles keeps no timer alive once the worker stopped", async (t) => {
   const f = new Fixture(t);
   const client = await f.client((await f.sidecar()).target);
