@@ -315,6 +315,28 @@ async def test_graceful_stop_should_hand_held_keys_back(client: Client) -> None:
     assert (await client.len("default")).held == 0
 
 
+# conformance: C7
+async def test_close_should_stop_running_workers_and_let_their_reconciles_finish(sidecar: Sidecar) -> None:
+    finished: list[str] = []
+    started = asyncio.Event()
+
+    async def reconcile(request: Request) -> None:
+        started.set()
+        await asyncio.sleep(0.3)
+        finished.append(request.key)
+
+    client = Client.connect(sidecar.target)
+    await client.add("default", "ns/a")
+    run = asyncio.create_task(client.run("default", reconcile))
+    await asyncio.wait_for(started.wait(), 5)
+    await client.close()
+    await asyncio.wait_for(run, 5)  # run returned: close() stopped it
+    assert finished == ["ns/a"], "the running reconcile finished and counted"
+    async with Client.connect(sidecar.target) as other:
+        state = await other.key_state("default", "ns/a")
+        assert state.phase == KeyPhase.ABSENT and state.failures == 0, state
+
+
 # conformance: C9
 async def test_concurrency_should_limit_reconciles_running_at_once(client: Client) -> None:
     running_now = 0

@@ -56,6 +56,9 @@ class Client:
         #: Writes to Kubernetes through the sidecar, outside any lease (in a
         #: reconcile, write with ``req.objects`` instead).
         self.objects = Objects(channel)
+        #: Workers running on this client, stopped by close(): each one's
+        #: ``stop``, and an event set once its ``run`` has returned.
+        self._running: dict[asyncio.Event, asyncio.Event] = {}
 
     @classmethod
     def connect(
@@ -92,7 +95,14 @@ class Client:
         await self.close()
 
     async def close(self) -> None:
-        """Closes the channel; calls still running are cancelled."""
+        """Stops this client's running workers as their ``stop`` would (running
+        reconciles get their ``drain_timeout``, their results count), waits for
+        them, then closes the channel; other calls still running are cancelled."""
+        running = list(self._running.items())
+        for stop, _ in running:
+            stop.set()
+        for _, returned in running:
+            await returned.wait()
         await self._channel.close()
 
     async def wait_ready(self, timeout: Seconds | None = None) -> None:
@@ -246,6 +256,7 @@ class Client:
         backoff. Raises ``UnknownQueueError`` (and other errors that retrying
         cannot fix) at once.
         """
+        stop = stop or asyncio.Event()
         worker = Worker(
             self._stub,
             queue,
@@ -255,7 +266,12 @@ class Client:
             worker_name=self.worker_name,
             lease_ttl=lease_ttl,
             drain_timeout=drain_timeout,
-            stop=stop or asyncio.Event(),
+            stop=stop,
             objects=self.objects,
         )
-        await worker.run()
+        returned = self._running[stop] = asyncio.Event()
+        try:
+            await worker.run()
+        finally:
+            del self._running[stop]
+            returned.set()
