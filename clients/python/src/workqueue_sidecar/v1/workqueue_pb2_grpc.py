@@ -315,7 +315,10 @@ class WorkQueueServiceServicer:
 
         Finish and Extend travel on the same stream and are answered by FinishAck
         and Extended. Their errors (a stale token, say) come back in those
-        answers and never end the stream. Done is expressed as a Finish with the
+        answers and never end the stream. A Finish of a lease this stream holds
+        that is refused (an outcome out of range, a key that is not the lease's)
+        still ends that lease, as a retry whose error says why, and gives its
+        credit back: it was the worker's one answer for the lease. Done is expressed as a Finish with the
         outcome the worker wants. A worker that opens with ack_failures_only is
         answered only for the Finishes that fail: no FinishAck means applied.
 
@@ -323,8 +326,10 @@ class WorkQueueServiceServicer:
         client cancelled the call), every lease it still holds goes back to the
         queue at once, without waiting for its deadline, counted as a failure
         with reason LEASE_RELEASED. To stop cleanly, a worker finishes its leases
-        and then half-closes; leases still held at that point go back the same
-        way and the server ends the stream with OK.
+        and then half-closes; leases still held at that point (sent while it was
+        stopping, or given up at its stop timeout) go back to the queue at once
+        with reason LEASE_RELEASED but without counting a failure, and the server
+        ends the stream with OK.
 
         While this sidecar is not the leader the stream stays open but no lease
         is sent; on losing leadership the sidecar revokes every held lease with
