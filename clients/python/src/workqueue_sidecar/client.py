@@ -58,7 +58,8 @@ class Client:
         self.objects = Objects(channel)
         #: Workers running on this client, stopped by close(): each one's
         #: ``stop``, and an event set once its ``run`` has returned.
-        self._running: dict[asyncio.Event, asyncio.Event] = {}
+        #: Keyed by neither: runs may share one ``stop``.
+        self._running: set[tuple[asyncio.Event, asyncio.Event]] = set()
 
     @classmethod
     def connect(
@@ -98,7 +99,7 @@ class Client:
         """Stops this client's running workers as their ``stop`` would (running
         reconciles get their ``drain_timeout``, their results count), waits for
         them, then closes the channel; other calls still running are cancelled."""
-        running = list(self._running.items())
+        running = list(self._running)
         for stop, _ in running:
             stop.set()
         for _, returned in running:
@@ -269,9 +270,10 @@ class Client:
             stop=stop,
             objects=self.objects,
         )
-        returned = self._running[stop] = asyncio.Event()
+        entry = (stop, asyncio.Event())
+        self._running.add(entry)
         try:
             await worker.run()
         finally:
-            del self._running[stop]
-            returned.set()
+            self._running.discard(entry)
+            entry[1].set()
