@@ -1,10 +1,11 @@
 // Cache: typed reads of the sidecar's informer caches (CacheService).
 import type { CacheServiceClient, GetObjectResponse, ListObjectsResponse } from "./gen/workqueue/v1/cache.js";
 import { CachedObject } from "./object.js";
-import { unary } from "./rpc.js";
+import { limits, unary, type CallOptions } from "./rpc.js";
 import { toDuration } from "./time.js";
 
-export interface GetOptions {
+/** The call's deadline is `waitMs` plus the call timeout: a read that waits is not cut short. */
+export interface GetOptions extends CallOptions {
   /** Read-your-writes: wait until the cache has seen this resourceVersion (with `waitMs`). */
   minResourceVersion?: string;
   /** How long to wait for the informer's initial list and for minResourceVersion; 0 fails at once. */
@@ -13,7 +14,7 @@ export interface GetOptions {
   includeDeleted?: boolean;
 }
 
-export interface ListOptions {
+export interface ListOptions extends CallOptions {
   /** Only this namespace; empty or absent for all. */
   namespace?: string;
   /** A Kubernetes label selector ("app=web,tier!=db"). */
@@ -29,7 +30,11 @@ export interface ListOptions {
 }
 
 export class Cache {
-  constructor(private readonly client: CacheServiceClient) {}
+  constructor(
+    private readonly client: CacheServiceClient,
+    /** The deadline of each call (ms) unless the call gives its own; a read's wait comes on top. */
+    private readonly callTimeout: number,
+  ) {}
 
   /** The cached object parsed as T, or undefined when the cache does not hold it. */
   async get<T = unknown>(informer: string, namespace: string, name: string, options: GetOptions = {}): Promise<T | undefined> {
@@ -39,7 +44,8 @@ export class Cache {
 
   /** The cached object with its resourceVersion, or undefined. */
   async getObject(informer: string, namespace: string, name: string, options: GetOptions = {}): Promise<CachedObject | undefined> {
-    const res = await unary<GetObjectResponse>(`get from informer ${JSON.stringify(informer)}`, (cb) =>
+    const limit = limits(this.callTimeout, options, options.waitMs ?? 0);
+    const res = await unary<GetObjectResponse>(`get from informer ${JSON.stringify(informer)}`, limit, (md, co, cb) =>
       this.client.getObject(
         {
           informer,
@@ -49,6 +55,8 @@ export class Cache {
           wait: options.waitMs === undefined ? undefined : toDuration(options.waitMs),
           includeDeleted: options.includeDeleted ?? false,
         },
+        md,
+        co,
         cb,
       ),
     );
@@ -67,7 +75,9 @@ export class Cache {
     let pageToken = "";
     let minResourceVersion = options.minResourceVersion ?? "";
     do {
-      const res = await unary<ListObjectsResponse>(`list informer ${JSON.stringify(informer)}`, (cb) =>
+      // Each page is a call of its own, with a deadline of its own.
+      const limit = limits(this.callTimeout, options, options.waitMs ?? 0);
+      const res = await unary<ListObjectsResponse>(`list informer ${JSON.stringify(informer)}`, limit, (md, co, cb) =>
         this.client.listObjects(
           {
             informer,
@@ -80,6 +90,8 @@ export class Cache {
             pageSize: options.pageSize ?? 0,
             pageToken,
           },
+          md,
+          co,
           cb,
         ),
       );

@@ -10,6 +10,7 @@ import { WorkQueueServiceClient } from "./gen/workqueue/v1/workqueue.js";
 import { defaultLogger, type Logger } from "./log.js";
 import { Objects } from "./objects.js";
 import { Queue } from "./queue.js";
+import { checkTimeout, DEFAULT_CALL_TIMEOUT_MS } from "./rpc.js";
 
 export interface ConnectOptions {
   /** Shown by keyState as the holder of this client's leases; default "hostname/pid" (in a pod, the pod's name). */
@@ -20,6 +21,12 @@ export interface ConnectOptions {
   credentials?: ChannelCredentials;
   /** Where the client logs; default warnings to stderr. */
   logger?: Logger;
+  /**
+   * The deadline of each unary call in ms (a call's own `timeout` overrides
+   * it; a cache read's or a drain's wait comes on top); default 30 000.
+   * Work streams have none.
+   */
+  callTimeout?: number;
 }
 
 /** A connection to a sidecar. Calls reconnect by themselves; `close()` when done. */
@@ -29,6 +36,8 @@ export class Client {
   /** Writes to the API server through the sidecar. */
   readonly objects: Objects;
   readonly workerName: string;
+  /** The deadline of each unary call (ms), unless the call gives its own. */
+  readonly callTimeout: number;
   private readonly queues: WorkQueueServiceClient;
   private readonly log: Logger;
   /** Aborted by close(): this client's running workers stop on it. */
@@ -36,18 +45,20 @@ export class Client {
 
   /** Use {@link connect}. */
   constructor(readonly target: string, options: ConnectOptions = {}) {
+    this.callTimeout = options.callTimeout ?? DEFAULT_CALL_TIMEOUT_MS;
+    checkTimeout("callTimeout", this.callTimeout);
     const creds = options.credentials ?? grpcCredentials.createInsecure();
     this.queues = new WorkQueueServiceClient(target, creds);
     const channelOverride = this.queues.getChannel();
-    this.cache = new Cache(new CacheServiceClient(target, creds, { channelOverride }));
-    this.objects = new Objects(new ObjectServiceClient(target, creds, { channelOverride }));
+    this.cache = new Cache(new CacheServiceClient(target, creds, { channelOverride }), this.callTimeout);
+    this.objects = new Objects(new ObjectServiceClient(target, creds, { channelOverride }), this.callTimeout);
     this.workerName = options.workerName ?? `${hostname()}/${process.pid}`;
     this.log = options.logger ?? defaultLogger();
   }
 
   /** A handle on the named queue ("default" when the sidecar runs without a config file). */
   queue(name: string): Queue {
-    return new Queue(this.queues, name, this.workerName, this.log, this.closing.signal);
+    return new Queue(this.queues, name, this.workerName, this.log, this.closing.signal, this.callTimeout);
   }
 
   /** Resolves once connected; UnavailableError after ms. */

@@ -84,9 +84,14 @@ export class AlreadyExistsError extends WorkqueueError {
   override name = "AlreadyExistsError";
 }
 
-/** DEADLINE_EXCEEDED: the call's deadline (or a cache read's wait) passed. */
+/** DEADLINE_EXCEEDED: the call's deadline (its timeout, see CallOptions) or a cache read's wait passed. */
 export class DeadlineExceededError extends WorkqueueError {
   override name = "DeadlineExceededError";
+}
+
+/** CANCELLED: the call's signal aborted (its `cause` is the signal's reason). */
+export class CancelledError extends WorkqueueError {
+  override name = "CancelledError";
 }
 
 /** UNIMPLEMENTED: a sidecar build without that service or call. */
@@ -105,6 +110,7 @@ const byCode: Partial<Record<Status, typeof WorkqueueError>> = {
   [Status.RESOURCE_EXHAUSTED]: LimitExceededError,
   [Status.ALREADY_EXISTS]: AlreadyExistsError,
   [Status.DEADLINE_EXCEEDED]: DeadlineExceededError,
+  [Status.CANCELLED]: CancelledError,
   [Status.UNIMPLEMENTED]: UnimplementedError,
 };
 

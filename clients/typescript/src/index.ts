@@ -15,6 +15,7 @@ export { Client, connect, type ConnectOptions } from "./client.js";
 export {
   AbortedError,
   AlreadyExistsError,
+  CancelledError,
   DeadlineExceededError,
   InvalidArgumentError,
   LeaseLostError,
@@ -49,5 +50,6 @@ export {
 } from "./objects.js";
 export { Queue, type AddOptions, type DrainReport, type KeyInfo, type KeyPhase, type QueueLength, type RateLimitedKey, type ShardPlace } from "./queue.js";
 export { splitKey, type Reason, type ReasonKind, type Request, type Result } from "./request.js";
+export { DEFAULT_CALL_TIMEOUT_MS, type CallOptions } from "./rpc.js";
 export { abortOnSignals } from "./signals.js";
 export { DEFAULT_STOP_TIMEOUT_MS, type Reconcile, type RunOptions } from "./worker.js";

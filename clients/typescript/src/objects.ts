@@ -11,7 +11,7 @@ import {
   type ResourceType,
   type WrittenObject as WireWrittenObject,
 } from "./gen/workqueue/v1/object.js";
-import { unary } from "./rpc.js";
+import { limits, unary, type CallOptions } from "./rpc.js";
 
 const decoder = new TextDecoder();
 
@@ -55,7 +55,7 @@ export interface LeaseRef {
   token: bigint;
 }
 
-export interface WriteOptions {
+export interface WriteOptions extends CallOptions {
   /** The field manager; default the sidecar's. */
   fieldManager?: string;
   /**
@@ -78,7 +78,7 @@ export interface PatchOptions extends WriteOptions {
   status?: boolean;
 }
 
-export interface DeleteOptions {
+export interface DeleteOptions extends CallOptions {
   /** The lease this delete is made under (see WriteOptions.lease). */
   lease?: LeaseRef;
   preconditionUid?: string;
@@ -111,14 +111,18 @@ const propagations = {
 };
 
 export class Objects {
-  constructor(private readonly client: ObjectServiceClient) {}
+  constructor(
+    private readonly client: ObjectServiceClient,
+    /** The deadline of each call (ms) unless the call gives its own. */
+    private readonly callTimeout: number,
+  ) {}
 
   /** Server-side apply of `obj` (its apiVersion, kind, metadata.name and namespace say what). */
   async apply(obj: ObjectLike, options: ApplyOptions = {}): Promise<WrittenObject> {
     const type = typeOf(obj);
     const name = obj.metadata?.name ?? "";
     const op = `apply ${type.kind} ${JSON.stringify(name)}`;
-    const res = await unary<ApplyObjectResponse>(op, (cb) =>
+    const res = await unary<ApplyObjectResponse>(op, limits(this.callTimeout, options), (md, co, cb) =>
       this.client.applyObject(
         {
           type,
@@ -129,6 +133,8 @@ export class Objects {
           force: options.force ?? false,
           lease: options.lease,
         },
+        md,
+        co,
         cb,
       ),
     );
@@ -138,7 +144,7 @@ export class Objects {
   /** Patches an object; `patch` is a merge patch object, or a JSON patch array with `type: "json"`. */
   async patch(type: TypeMeta, namespace: string, name: string, patch: unknown, options: PatchOptions = {}): Promise<WrittenObject> {
     const op = `patch ${type.kind} ${JSON.stringify(name)}`;
-    const res = await unary<PatchObjectResponse>(op, (cb) =>
+    const res = await unary<PatchObjectResponse>(op, limits(this.callTimeout, options), (md, co, cb) =>
       this.client.patchObject(
         {
           type: { apiVersion: type.apiVersion, kind: type.kind },
@@ -150,6 +156,8 @@ export class Objects {
           fieldManager: options.fieldManager ?? "",
           lease: options.lease,
         },
+        md,
+        co,
         cb,
       ),
     );
@@ -160,7 +168,7 @@ export class Objects {
   async create(obj: ObjectLike, options: WriteOptions = {}): Promise<WrittenObject> {
     const type = typeOf(obj);
     const op = `create ${type.kind} ${JSON.stringify(obj.metadata?.name ?? "")}`;
-    const res = await unary<CreateObjectResponse>(op, (cb) =>
+    const res = await unary<CreateObjectResponse>(op, limits(this.callTimeout, options), (md, co, cb) =>
       this.client.createObject(
         {
           type,
@@ -169,6 +177,8 @@ export class Objects {
           fieldManager: options.fieldManager ?? "",
           lease: options.lease,
         },
+        md,
+        co,
         cb,
       ),
     );
@@ -177,7 +187,7 @@ export class Objects {
 
   /** Deletes an object. */
   async delete(type: TypeMeta, namespace: string, name: string, options: DeleteOptions = {}): Promise<DeleteResult> {
-    const res = await unary<DeleteObjectResponse>(`delete ${type.kind} ${JSON.stringify(name)}`, (cb) =>
+    const res = await unary<DeleteObjectResponse>(`delete ${type.kind} ${JSON.stringify(name)}`, limits(this.callTimeout, options), (md, co, cb) =>
       this.client.deleteObject(
         {
           type: { apiVersion: type.apiVersion, kind: type.kind },
@@ -188,6 +198,8 @@ export class Objects {
           propagation: options.propagation === undefined ? Propagation.PROPAGATION_UNSPECIFIED : propagations[options.propagation],
           lease: options.lease,
         },
+        md,
+        co,
         cb,
       ),
     );

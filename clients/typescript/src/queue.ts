@@ -11,12 +11,12 @@ import {
 } from "./gen/workqueue/v1/workqueue.js";
 import type { Logger } from "./log.js";
 import { reasonFromWire, type Reason } from "./request.js";
-import { unary } from "./rpc.js";
+import { DEFAULT_CALL_TIMEOUT_MS, limits, unary, type CallOptions } from "./rpc.js";
 import { fromDuration, toDuration } from "./time.js";
 import { Worker, type Reconcile, type RunOptions } from "./worker.js";
 
 /** Options of the add calls. */
-export interface AddOptions {
+export interface AddOptions extends CallOptions {
   /** The priority to queue at (higher first); default the queue's priority for manual adds. */
   priority?: number;
   /** A label shown to workers as the reason's source. */
@@ -113,6 +113,8 @@ export class Queue {
     private readonly log: Logger,
     /** Aborted when the client closes: a running worker stops on it too. */
     private readonly clientClosing: AbortSignal = new AbortController().signal,
+    /** The deadline of each call (ms) unless the call gives its own. */
+    private readonly callTimeout: number = DEFAULT_CALL_TIMEOUT_MS,
   ) {}
 
   private op(verb: string): string {
@@ -124,8 +126,8 @@ export class Queue {
   add(keys: readonly string[], options: AddOptions): Promise<void>;
   async add(...args: unknown[]): Promise<void> {
     const [keys, o] = keysAndOptions(args);
-    await unary(this.op("add to"), (cb) =>
-      this.client.add({ queue: this.name, keys, priority: o.priority, reason: o.reason ?? "" }, cb),
+    await unary(this.op("add to"), limits(this.callTimeout, o), (md, co, cb) =>
+      this.client.add({ queue: this.name, keys, priority: o.priority, reason: o.reason ?? "" }, md, co, cb),
     );
   }
 
@@ -134,8 +136,8 @@ export class Queue {
   addAfter(delay: number, keys: readonly string[], options: AddOptions): Promise<void>;
   async addAfter(delay: number, ...args: unknown[]): Promise<void> {
     const [keys, o] = keysAndOptions(args);
-    await unary(this.op("add after to"), (cb) =>
-      this.client.addAfter({ queue: this.name, keys, delay: toDuration(delay), priority: o.priority, reason: o.reason ?? "" }, cb),
+    await unary(this.op("add after to"), limits(this.callTimeout, o), (md, co, cb) =>
+      this.client.addAfter({ queue: this.name, keys, delay: toDuration(delay), priority: o.priority, reason: o.reason ?? "" }, md, co, cb),
     );
   }
 
@@ -144,26 +146,28 @@ export class Queue {
   addRateLimited(keys: readonly string[], options: AddOptions): Promise<RateLimitedKey[]>;
   async addRateLimited(...args: unknown[]): Promise<RateLimitedKey[]> {
     const [keys, o] = keysAndOptions(args);
-    const res = await unary<AddRateLimitedResponse>(this.op("add rate limited to"), (cb) =>
-      this.client.addRateLimited({ queue: this.name, keys, priority: o.priority, reason: o.reason ?? "" }, cb),
+    const res = await unary<AddRateLimitedResponse>(this.op("add rate limited to"), limits(this.callTimeout, o), (md, co, cb) =>
+      this.client.addRateLimited({ queue: this.name, keys, priority: o.priority, reason: o.reason ?? "" }, md, co, cb),
     );
     return res.keys.map((k) => ({ key: k.key, failures: k.failures, delay: fromDuration(k.delay) ?? 0 }));
   }
 
   /** Clears a key's failure count (client-go Forget). */
-  async forget(key: string): Promise<void> {
-    await unary(this.op("forget in"), (cb) => this.client.forget({ queue: this.name, key }, cb));
+  async forget(key: string, options?: CallOptions): Promise<void> {
+    await unary(this.op("forget in"), limits(this.callTimeout, options), (md, co, cb) => this.client.forget({ queue: this.name, key }, md, co, cb));
   }
 
   /** How many times a key failed since it was last forgotten (client-go NumRequeues). */
-  async numRequeues(key: string): Promise<number> {
-    const res = await unary<NumRequeuesResponse>(this.op("num requeues in"), (cb) => this.client.numRequeues({ queue: this.name, key }, cb));
+  async numRequeues(key: string, options?: CallOptions): Promise<number> {
+    const res = await unary<NumRequeuesResponse>(this.op("num requeues in"), limits(this.callTimeout, options), (md, co, cb) =>
+      this.client.numRequeues({ queue: this.name, key }, md, co, cb),
+    );
     return res.numRequeues;
   }
 
   /** The queue's counts (client-go Len is `.ready`). */
-  async len(): Promise<QueueLength> {
-    const res = await unary<LenResponse>(this.op("len of"), (cb) => this.client.len({ queue: this.name }, cb));
+  async len(options?: CallOptions): Promise<QueueLength> {
+    const res = await unary<LenResponse>(this.op("len of"), limits(this.callTimeout, options), (md, co, cb) => this.client.len({ queue: this.name }, md, co, cb));
     return {
       ready: res.ready,
       waiting: res.waiting,
@@ -175,8 +179,10 @@ export class Queue {
   }
 
   /** Where a key is: absent, queued, waiting, held or settling, with its failures and reasons. */
-  async keyState(key: string): Promise<KeyInfo> {
-    const res = await unary<KeyStateResponse>(this.op("key state in"), (cb) => this.client.keyState({ queue: this.name, key }, cb));
+  async keyState(key: string, options?: CallOptions): Promise<KeyInfo> {
+    const res = await unary<KeyStateResponse>(this.op("key state in"), limits(this.callTimeout, options), (md, co, cb) =>
+      this.client.keyState({ queue: this.name, key }, md, co, cb),
+    );
     return {
       state: phases[res.state] ?? "UNSPECIFIED",
       priority: res.priority,
@@ -194,14 +200,21 @@ export class Queue {
   }
 
   /** Stops the queue at once; holders of leases are asked to stop (client-go ShutDown). */
-  async shutDown(): Promise<void> {
-    await unary(this.op("shut down"), (cb) => this.client.shutDown({ queue: this.name, drain: false, drainTimeout: undefined }, cb));
+  async shutDown(options?: CallOptions): Promise<void> {
+    await unary(this.op("shut down"), limits(this.callTimeout, options), (md, co, cb) =>
+      this.client.shutDown({ queue: this.name, drain: false, drainTimeout: undefined }, md, co, cb),
+    );
   }
 
-  /** Stops the queue, waiting up to `timeout` ms (default: the sidecar's grace period) for held leases to end (client-go ShutDownWithDrain). */
-  async shutDownWithDrain(timeout?: number): Promise<DrainReport> {
-    const res = await unary<ShutDownResponse>(this.op("shut down"), (cb) =>
-      this.client.shutDown({ queue: this.name, drain: true, drainTimeout: timeout === undefined ? undefined : toDuration(timeout) }, cb),
+  /**
+   * Stops the queue, waiting up to `timeout` ms (default: the sidecar's grace
+   * period) for held leases to end (client-go ShutDownWithDrain). The call's
+   * deadline is that wait plus the call timeout; without `timeout` the wait
+   * is the sidecar's to choose, so there is none unless `options` give one.
+   */
+  async shutDownWithDrain(timeout?: number, options?: CallOptions): Promise<DrainReport> {
+    const res = await unary<ShutDownResponse>(this.op("shut down"), limits(this.callTimeout, options, timeout), (md, co, cb) =>
+      this.client.shutDown({ queue: this.name, drain: true, drainTimeout: timeout === undefined ? undefined : toDuration(timeout) }, md, co, cb),
     );
     return { finished: res.finished, returned: res.returned };
   }
