@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import time
 from dataclasses import dataclass, field
@@ -189,6 +190,43 @@ async def test_a_frozen_sidecar_should_cancel_the_reconcile_at_its_lease_deadlin
             finally:
                 sidecar.signal(signal.SIGCONT)
     assert cancelled_after[0] < 2.5, f"cancelled {cancelled_after[0]:.2f}s in, the lease was 1s plus one extension"
+
+
+@pytest.mark.parametrize("late", ["ignoring its cancellation", "before its cancellation"])
+async def test_a_result_after_a_lost_lease_should_be_discarded_with_a_warning(
+    start_sidecar: StartSidecar, caplog: pytest.LogCaptureFixture, late: str
+) -> None:
+    # The result is not sent (another worker may hold the key by now), and
+    # the log says so once: a reconcile that seemed to succeed left no trace.
+    sidecar = start_sidecar(config=SHORT_LEASES)
+    calls = Calls()
+
+    async def reconcile(request: Request) -> None:
+        calls.record(request)
+        if len(calls.requests) > 1:
+            return
+        # Block the event loop past the ttl: no extend goes out, the lease expires.
+        time.sleep(1.6)
+        if late == "ignoring its cancellation":
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                pass  # and returns: success, after the lease was lost
+        # Else it returns at once, before the worker's timer saw the deadline pass.
+
+    def discarded() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if "discarded" in r.getMessage()]
+
+    async with Client.connect(sidecar.target) as client:
+        await client.add("default", "ns/a")
+        async with running(client, "default", reconcile):
+            await eventually(lambda: len(calls.requests) == 2 and bool(discarded()), timeout=10)
+    [record] = discarded()
+    assert record.levelno == logging.WARNING
+    assert "'default'" in record.getMessage() and "'ns/a'" in record.getMessage(), record.getMessage()
+    assert "lease" in record.getMessage() and "lost" in record.getMessage(), record.getMessage()
+    # The key was handed out again, charged the lost lease, not forgotten by the late success.
+    assert calls.requests[1].failures == 1
 
 
 async def test_a_reconcile_after_a_cancelled_one_should_not_see_its_cancellation(start_sidecar: StartSidecar) -> None:

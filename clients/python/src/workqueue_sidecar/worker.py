@@ -511,13 +511,26 @@ class _Stream:
         request = held.request
         key = request.key
         if held.lost is None and not cancelled and held.expired():
-            # Returned after the deadline, before the tick could cancel it.
-            self._lose(held, "the reconcile returned after the lease deadline; result discarded")
+            # Returned after the deadline, before the tick could cancel it: the
+            # sidecar may have handed the key on already. Nothing is left to
+            # cancel, and the warning below says what became of the result.
+            held.lost = "its deadline passed without an extension"
         message = pb.WorkRequest()
         finish = message.finish
         finish.key = key
         finish.token = request.token
         if held.lost is not None:
+            if not cancelled:
+                # It returned (or raised) all the same: its outcome would count
+                # for a key that may be another worker's by now, so it is
+                # dropped, and once, here, the log says so (the loss itself
+                # was logged when it happened, if the reconcile still ran).
+                logger.warning(
+                    "reconcile of %r in queue %r ended after its lease was lost (%s); its result is discarded",
+                    key,
+                    self.worker.queue,
+                    held.lost,
+                )
             # A lease that ended without this worker: the sidecar refuses its
             # Finish (FAILED_PRECONDITION, nothing changes) and gives the
             # lease's credit back. Every lease gets exactly one Finish, so the
