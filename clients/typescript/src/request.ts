@@ -86,9 +86,17 @@ export interface Request {
   /**
    * Aborts when the lease is lost (reason: LeaseLostError; the result will be
    * discarded) or when the sidecar asks to stop (reason: StopRequestedError;
-   * the lease still holds, so return soon and the result counts).
+   * the lease still holds, so return soon and the result counts), whichever
+   * comes first: a signal aborts once, so a lease lost after a stop request
+   * leaves the reason StopRequestedError. `leaseLost` tells the loss apart.
    */
   readonly signal: AbortSignal;
+  /**
+   * Aborts when the lease is lost, and only then (reason: LeaseLostError),
+   * also after a stop request already aborted `signal`: from then on the
+   * result is discarded and the key may be another worker's.
+   */
+  readonly leaseLost: AbortSignal;
   /** True when a reason of this kind is among the request's reasons. */
   has(kind: ReasonKind): boolean;
 }
@@ -103,7 +111,7 @@ export function splitKey(key: string): { namespace: string; name: string } {
 export function requestFromLease(
   queue: string,
   l: Lease,
-  live: { deadline(): number; signal: AbortSignal },
+  live: { deadline(): number; signal: AbortSignal; leaseLost: AbortSignal },
 ): Request {
   const { namespace, name } = splitKey(l.key);
   const reasons = l.reasons.map(reasonFromWire);
@@ -126,6 +134,7 @@ export function requestFromLease(
     deletionTimestamp: l.deletionTimestamp,
     object: l.object === undefined ? undefined : new CachedObject(l.object),
     signal: live.signal,
+    leaseLost: live.leaseLost,
     has: (kind: ReasonKind) => reasons.some((r) => r.kind === kind),
   };
 }

@@ -28,7 +28,10 @@ const DEFAULT_LEASE_TTL_MS = 30_000;
 
 /** One lease this session holds. */
 class Held {
+  /** Aborts on the first of a stop request and the loss: the reconcile's `req.signal`. */
   readonly controller = new AbortController();
+  /** Aborts on the loss only (`req.leaseLost`): `controller` cannot tell a loss after a stop request. */
+  readonly lostController = new AbortController();
   /** The lease ended without this worker; its result is discarded. */
   lost = false;
   /** The reconcile took a slot (it runs, or ran). */
@@ -50,7 +53,9 @@ class Held {
     this.lost = true;
     // Nothing to extend or wait for any more, even if the reconcile never returns.
     this.stopTimers();
-    if (!this.controller.signal.aborted) this.controller.abort(new LeaseLostError(this.key, why));
+    const error = new LeaseLostError(this.key, why);
+    this.lostController.abort(error);
+    if (!this.controller.signal.aborted) this.controller.abort(error);
     this.onLost(this);
   }
 
@@ -233,7 +238,11 @@ export class Session {
     h.ticker = setInterval(() => this.tick(h), this.extendEvery);
     h.ticker.unref();
     this.leases.set(h.token, h);
-    const req = requestFromLease(this.worker.queue, l, { deadline: () => h.deadline, signal: h.controller.signal });
+    const req = requestFromLease(this.worker.queue, l, {
+      deadline: () => h.deadline,
+      signal: h.controller.signal,
+      leaseLost: h.lostController.signal,
+    });
     this.worker.acquire(h, () => void this.start(h, req));
   }
 

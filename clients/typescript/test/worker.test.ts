@@ -210,6 +210,30 @@ test("C5 a lost lease cancels its reconcile: a queue shut down without drain abo
   await eventually("the retry to be applied", async () => (await q.keyState("ns/a")).failures === 1);
 });
 
+test("C5 a lease lost after a stop request aborts req.leaseLost with LeaseLostError; req.signal keeps StopRequestedError", async (t) => {
+  const f = new Fixture(t);
+  const client = await f.client((await f.sidecar({ config: SHORT_LEASES })).target);
+  const q = client.queue("default");
+  let stopReason: unknown;
+  let lostReason: unknown;
+  const rec = new Recorder(async (req, n) => {
+    if (n > 0) return;
+    await aborted(req.signal);
+    stopReason = req.signal.reason;
+    blockFor(1_600); // a stalled process: no extend goes out, the lease (TTL 1 s) is lost
+    await Promise.race([aborted(req.leaseLost), sleep(15_000)]);
+    lostReason = req.leaseLost.reason;
+  });
+  runWorker(f, client, "default", rec.reconcile, { reconnectBackoff: { initial: 100, max: 1_000 } });
+  await q.add("ns/a");
+  await eventually("the reconcile to start", () => rec.of("ns/a").length === 1);
+  await q.shutDown();
+  await eventually("the reconcile to end", () => rec.of("ns/a")[0]!.end !== undefined, 20_000);
+  assert.ok(stopReason instanceof StopRequestedError, `req.signal's reason ${String(stopReason)}`);
+  assert.ok(lostReason instanceof LeaseLostError, `req.leaseLost's reason ${String(lostReason)}; the loss was not told`);
+  assert.ok(rec.of("ns/a")[0]!.abortReason instanceof StopRequestedError, "req.signal aborts once, with the first reason");
+});
+
 test("C6 nothing past the deadline: a lease past its deadline is never started, a late result is discarded", async (t) => {
   const f = new Fixture(t);
   const log = new RecordingLogger();
