@@ -77,7 +77,9 @@ type held struct {
 	// allocation); cancel cancels it.
 	ctx    leaseContext
 	cancel context.CancelCauseFunc
-	// lost: the lease ended without this worker; no Finish is sent.
+	// lost: the lease ended without this worker (or a graceful stop gave
+	// it back unstarted); its result is not sent, a Finish saying it was
+	// lost is.
 	lost atomic.Bool
 	// deadline is the lease's end by the local clock, in Unix nanoseconds:
 	// the sidecar's deadline, never later than arrival (or the extend's
@@ -90,7 +92,40 @@ type held struct {
 	nextExtend int64
 }
 
-func (h *held) lose() {
+// Why a lease was lost: the why of its log line.
+const (
+	// lostExpired: its deadline passed unextended, or the sidecar refused
+	// an Extend as it no longer held the lease.
+	lostExpired = "expired"
+	// lostRevoked: the sidecar ended it and sent a Cancel (expired there,
+	// or a drain's end).
+	lostRevoked      = "revoked"
+	lostStreamBroken = "stream broken"
+	// lostStopTimeout: the graceful stop's timeout passed while it ran.
+	lostStopTimeout = "stop timeout"
+)
+
+// lose ends the lease without this worker: its reconcile's context is
+// cancelled with ErrLeaseLost and its result will be discarded. It logs the
+// loss, once: a worker often hears of one loss several times (the deadline
+// passes, then the sidecar's Cancel, a refused Extend or the stream's end
+// arrive, then the reconcile returns), and one loss is one line.
+func (h *held) lose(why string, err error) {
+	if !h.lost.CompareAndSwap(false, true) {
+		return
+	}
+	h.cancel(ErrLeaseLost)
+	args := []any{"key", h.key, "why", why}
+	if err != nil {
+		args = append(args, "err", err)
+	}
+	h.s.w.log.Warn("lease lost; its reconcile is cancelled and its result discarded", args...)
+}
+
+// handBack ends a lease that a graceful stop gives back unstarted (or
+// whose loss was logged already): as a lost one's, its context is
+// cancelled with ErrLeaseLost, but nothing went wrong, so nothing is logged.
+func (h *held) handBack() {
 	h.lost.Store(true)
 	h.cancel(ErrLeaseLost)
 }
@@ -220,10 +255,8 @@ func (s *session) serve(ctx context.Context) error {
 	go func() { broke <- s.receive() }()
 	select {
 	case err := <-broke:
-		n := s.end()
-		if n > 0 {
-			s.w.log.Warn("work stream broke; leases returned to the queue, their reconciles cancelled", "leases", n, "err", err)
-		}
+		// Each lease held is logged as lost; Run logs the stream's end.
+		s.end(err)
 		return err
 	case <-ctx.Done():
 		s.stop(broke)
@@ -307,8 +340,7 @@ func (s *session) leaseLoop() {
 			}
 			deadline := h.deadline.Load()
 			if now >= deadline {
-				s.w.log.Warn("lease deadline passed unextended; cancelling its reconcile", "key", h.key)
-				h.lose()
+				h.lose(lostExpired, nil)
 				continue
 			}
 			if now >= h.nextExtend {
@@ -347,8 +379,7 @@ func (s *session) onExtended(e *workqueuev1.WorkResponse_Extended) {
 			h.cancel(ErrCancelled)
 		}
 	case codes.FailedPrecondition:
-		s.w.log.Warn("lease lost: the sidecar no longer knows it; cancelling its reconcile", "key", h.key)
-		h.lose()
+		h.lose(lostExpired, codeError("extend", e.GetCode(), e.GetMessage()))
 	default:
 		s.w.log.Warn("extending a lease failed", "key", h.key, "err", codeError("extend", e.GetCode(), e.GetMessage()))
 	}
@@ -369,12 +400,19 @@ func (s *session) onCancel(c *workqueuev1.WorkResponse_Cancel) {
 	if h == nil {
 		return
 	}
-	s.w.log.Info("sidecar cancels a lease", "key", h.key, "revoked", c.GetRevoked(), "why", c.GetMessage())
 	if c.GetRevoked() {
-		h.lose()
-	} else {
-		h.cancel(ErrCancelled)
+		var why error
+		if c.GetMessage() != "" {
+			why = errors.New(c.GetMessage())
+		}
+		h.lose(lostRevoked, why)
+		return
 	}
+	if h.lost.Load() {
+		return // its reconcile was cancelled already, as lost
+	}
+	s.w.log.Info("sidecar asks to stop working on the key", "key", h.key, "why", c.GetMessage())
+	h.cancel(ErrCancelled)
 }
 
 // outcome is what a reconcile returned.
@@ -411,8 +449,7 @@ func (s *session) work(h *held) {
 	// A lease that expired while it waited (or while this process was
 	// stopped) is another worker's by now: never start it.
 	if h.expired(time.Now()) {
-		w.log.Warn("lease expired before its reconcile could start; not reconciled", "key", h.key)
-		h.lose()
+		h.lose(lostExpired, nil)
 		w.release(s)
 		s.forget(h)
 		s.finishLost(h)
@@ -463,10 +500,11 @@ func (s *session) finish(h *held, o outcome) {
 	log := s.w.log
 	if !h.lost.Load() && h.expired(time.Now()) {
 		// Returned after the deadline, before leaseLoop saw it pass.
-		h.lose()
+		h.lose(lostExpired, nil)
 	}
 	if h.lost.Load() {
-		log.Info("reconcile returned after its lease was lost; result discarded", "key", h.key, "err", o.err)
+		// The loss was logged when it happened.
+		log.Debug("reconcile returned after its lease was lost; result discarded", "key", h.key, "err", o.err)
 		s.finishLost(h)
 		return
 	}
@@ -555,18 +593,22 @@ func (s *session) detach() {
 	s.w.mu.Unlock()
 }
 
-// end detaches the session, marks every lease it holds lost (cancelling
-// running reconciles) and ends the call; it returns how many were held.
-func (s *session) end() int {
+// end detaches the session, ends every lease it holds (cancelling running
+// reconciles) and ends the call. broke is why the stream broke, each lease
+// then logged as lost; nil for a graceful stop's end, whose leases left were
+// never started (or were logged lost at the stop timeout).
+func (s *session) end(broke error) {
 	s.detach()
 	s.mu.Lock()
-	n := len(s.leases)
 	for _, h := range s.leases {
-		h.lose()
+		if broke != nil {
+			h.lose(lostStreamBroken, broke)
+		} else {
+			h.handBack()
+		}
 	}
 	s.mu.Unlock()
 	s.endStream()
-	return n
 }
 
 // stop is the graceful end: take no new lease, wait (bounded) for running
@@ -591,18 +633,16 @@ func (s *session) stop(broke <-chan error) {
 	select {
 	case <-idle:
 	case err := <-broke:
-		if n := s.end(); n > 0 {
-			log.Warn("work stream broke while stopping; leases returned to the queue", "leases", n, "err", err)
-		}
+		s.end(err)
 		return
 	case <-timer.C:
+		// Each running reconcile's lease is logged as lost; their keys go
+		// back to the queue when the stream closes.
 		s.mu.Lock()
-		left := len(s.leases)
 		for _, h := range s.leases {
-			h.lose()
+			h.lose(lostStopTimeout, nil)
 		}
 		s.mu.Unlock()
-		log.Warn("stop timeout: cancelling running reconciles; their keys go back to the queue", "leases", left)
 	}
 
 	s.closeSend()
@@ -611,6 +651,6 @@ func (s *session) stop(broke <-chan error) {
 	case <-time.After(closeTimeout):
 		log.Warn("the sidecar did not end the work stream after the worker closed it", "waited", closeTimeout)
 	}
-	s.end()
+	s.end(nil)
 	log.Info("stopped")
 }
