@@ -17,6 +17,7 @@ import { extendInterval, leaseDeadline, leaseExpired } from "./lease.js";
 import { LostFinishes } from "./lost-finishes.js";
 import { requestFromLease, type Request, type Result } from "./request.js";
 import { fromDuration, toDuration } from "./time.js";
+import { logLine } from "./log.js";
 import type { Worker } from "./worker.js";
 
 /** How long Open may wait for Opened: a sidecar that accepted the stream answers at once. */
@@ -331,7 +332,7 @@ export class Session {
     const finish: WorkRequest_Finish = { key: h.key, token: h.token, outcome: undefined };
     if (!o.ok) {
       const message = o.error instanceof Error ? o.error.message : String(o.error);
-      this.worker.log.error("reconcile failed", { key: h.key, err: message });
+      this.worker.log.error("reconcile failed", { key: h.key, err: logLine(message) });
       finish.outcome = { $case: "retry", value: { error: message } };
     } else if (o.result && o.result.requeueAfter !== undefined && o.result.requeueAfter !== 0) {
       const after = o.result.requeueAfter;

@@ -7,6 +7,7 @@ import { credentials } from "@grpc/grpc-js";
 
 import { WorkQueueServiceClient, type WorkResponse } from "../src/gen/workqueue/v1/workqueue.js";
 import { LeaseLostError, StopRequestedError, type Client, type Reconcile, type Request, type Result, type RunOptions } from "../src/index.js";
+import { MAX_LOGGED_ERROR_CHARS } from "../src/log.js";
 import { Session } from "../src/session.js";
 import { blockFor, eventually, Fixture, RecordingLogger, sleep } from "./sidecar.js";
 
@@ -119,6 +120,29 @@ test("C2 an error retries with backoff: failures grow, last_error holds the mess
     assert.ok(gap >= backoff * 0.9, `attempt ${i} came ${gap} ms after the previous failure; backoff is ${backoff} ms`);
   }
   await eventually("the failures to be forgotten", async () => (await q.numRequeues("ns/flaky")) === 0);
+});
+
+test("a reconcile's failure is logged as one line of bounded length; the key's last error keeps more", async (t) => {
+  const f = new Fixture(t);
+  const log = new RecordingLogger();
+  const client = await f.client((await f.sidecar({ config: FAST_BACKOFF })).target, log);
+  const q = client.queue("default");
+  // 100,000 characters over 2,000 lines, as a dumped response body or a stack would be.
+  const huge = Array.from({ length: 2_000 }, (_, i) => `line ${i} of a very long error: ${"x".repeat(40)}`).join("\n");
+  const rec = new Recorder((_req, n) => {
+    if (n === 0) throw new Error(huge);
+  });
+  runWorker(f, client, "default", rec.reconcile);
+  await q.add("ns/loud");
+  await eventually("the retry to finish", () => rec.of("ns/loud")[1]?.end !== undefined, 15_000);
+  const failures = log.lines.filter((l) => l.message === "reconcile failed" && l.fields?.["key"] === "ns/loud");
+  assert.equal(failures.length, 1);
+  const logged = String(failures[0]!.fields?.["err"]);
+  assert.ok(logged.length <= MAX_LOGGED_ERROR_CHARS + 40, `${logged.length} characters logged for one failure`);
+  assert.ok(!/[\r\n]/.test(logged), "the logged error spans several lines");
+  assert.ok(logged.startsWith("line 0 of a very long error"), logged.slice(0, 80));
+  assert.match(logged, /more characters\)$/);
+  assert.ok(rec.of("ns/loud")[1]!.req.lastError.startsWith("line 0 of a very long error: x"));
 });
 
 test("C3 requeue after: the key waits about the delay, comes back after it with no failures", async (t) => {
