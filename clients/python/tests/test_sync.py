@@ -9,8 +9,15 @@ import threading
 import time
 from pathlib import Path
 
-from conftest import Sidecar
+from conftest import Sidecar, StartSidecar
 from workqueue_sidecar import KeyPhase, Request, Result, SyncClient, run_sync
+
+#: Leases that expire after one second unless extended.
+SHORT_LEASES = """
+queues:
+  default:
+    lease_ttl: 1s
+"""
 
 
 def test_sync_client_should_run_plain_functions(sidecar: Sidecar) -> None:
@@ -107,6 +114,69 @@ def test_a_sync_reconcile_should_see_cancelled_and_keep_its_lease_until_it_retur
     stop.set()
     worker.join(10)
     assert not worker.is_alive()
+
+
+def test_a_sync_reconcile_running_past_drain_timeout_should_keep_its_lease_until_it_returns(
+    start_sidecar: StartSidecar,
+) -> None:
+    # A thread cannot be interrupted: past drain_timeout the worker can only
+    # say so (request.cancelled()). Were the lease given up then, or left
+    # unextended, another worker would reconcile the key while the function
+    # still runs here.
+    sidecar = start_sidecar(config=SHORT_LEASES)
+    stop = threading.Event()
+    started = threading.Event()
+    cancelled = threading.Event()
+    returned = threading.Event()
+    elsewhere = threading.Event()
+
+    def reconcile(request: Request) -> None:
+        started.set()
+        while not request.cancelled():
+            time.sleep(0.02)
+        cancelled.set()
+        # Runs on for six lease ttls, and longer than drain_timeout plus the
+        # 5s a stopping worker used to give a cancelled reconcile to unwind;
+        # it stops at once if the key turns up at the other worker.
+        elsewhere.wait(6)
+        returned.set()
+
+    def reconcile_elsewhere(request: Request) -> None:
+        elsewhere.set()
+
+    first = threading.Thread(
+        target=run_sync,
+        args=(sidecar.target, "default", reconcile),
+        kwargs={"stop": stop, "drain_timeout": 0.3},
+    )
+    other_stop = threading.Event()
+    other = threading.Thread(
+        target=run_sync,
+        args=(sidecar.target, "default", reconcile_elsewhere),
+        kwargs={"stop": other_stop, "worker_name": "other"},
+    )
+    with SyncClient.connect(sidecar.target) as client:
+        client.add("default", "ns/a")
+        first.start()
+        try:
+            assert started.wait(10)
+            other.start()
+            stop.set()
+            first.join(30)
+            assert not first.is_alive()
+            assert cancelled.is_set(), "the stop past drain_timeout did not cancel the request"
+            assert not elsewhere.is_set(), "another worker reconciled ns/a while its function still ran here"
+            assert returned.is_set(), "run_sync returned before the function did"
+            # Its result was sent once it returned: success, the key forgotten.
+            state = client.key_state("default", "ns/a")
+            assert (state.phase, state.failures) == (KeyPhase.ABSENT, 0), state
+        finally:
+            stop.set()
+            other_stop.set()
+            elsewhere.set()
+            for thread in (first, other):
+                if thread.ident is not None:  # started
+                    thread.join(30)
 
 
 # conformance: C7

@@ -253,7 +253,9 @@ class Client:
         last error. Leases are extended while reconcile runs; its task is cancelled
         when the sidecar asks or the lease is lost. When ``stop`` is set no new
         reconcile starts, running ones get ``drain_timeout`` seconds to finish,
-        and keys still held go back to the queue. A broken stream is reopened with
+        then are cancelled; one that still runs keeps its lease (extended) and
+        run waits for it, so its key is not handed to another worker meanwhile.
+        Then keys still held go back to the queue. A broken stream is reopened with
         backoff. Raises ``UnknownQueueError`` (and other errors that retrying
         cannot fix) at once.
         """

@@ -263,7 +263,9 @@ class SyncClient:
         is lost or the worker is stopping, ``request.cancelled()`` turns True; a
         long reconcile should check it now and then and raise if it stops early
         (returning is success). Until it returns its lease stays held and
-        extended, within the same bounds as ``Client.run``.
+        extended, past ``drain_timeout`` too (``run`` returns after it, and its
+        outcome counts), unless the lease is lost (the stream to the sidecar
+        broke, the sidecar revoked it).
         """
         stop = stop or threading.Event()
         with _stop_on_sigterm(stop):

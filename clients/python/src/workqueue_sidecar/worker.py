@@ -43,7 +43,8 @@ RECONNECT_MAX = 10.0
 EXTEND_FRACTION = 1 / 3
 #: How long the sidecar gets to end the stream after the worker half-closed.
 CLOSE_TIMEOUT = 5.0
-#: How long cancelled reconciles get to unwind before the stream moves on.
+#: How long the reconciles of a stream going away (broken, or its run task
+#: cancelled) get to unwind before the stream moves on; its leases are gone.
 UNWIND_TIMEOUT = 5.0
 #: The sidecar's default lease TTL, for an Opened that carries none.
 DEFAULT_LEASE_TTL = 30.0
@@ -60,7 +61,7 @@ class _StreamBroken(Exception):
 class _Held:
     """A lease this stream is working on."""
 
-    __slots__ = ("request", "deadline", "next_extend", "runner", "interrupted", "lost", "cancel", "abandoned")
+    __slots__ = ("request", "deadline", "next_extend", "runner", "interrupted", "lost", "cancel", "cancelled_by_stop")
 
     def __init__(self, request: Request) -> None:
         self.request = request
@@ -80,9 +81,12 @@ class _Held:
         #: Why the sidecar asked the worker to stop: the reconcile is cancelled and
         #: the lease finished with a retry.
         self.cancel: str | None = None
-        #: The worker is stopping and gave up waiting: no Finish, the key goes back
-        #: to the queue when the stream closes.
-        self.abandoned = False
+        #: The worker's stop cancelled the reconcile at its drain timeout; its
+        #: lease is still extended while it runs. Ended by that cancellation it
+        #: gets no Finish: the key goes back to the queue at the half-close,
+        #: counting no failure. One that returns anyway (a thread cannot be
+        #: interrupted) has its outcome sent.
+        self.cancelled_by_stop = False
 
     def interrupt(self) -> None:
         self.request._cancelled.set()
@@ -412,7 +416,7 @@ class _Stream:
         every = self.extend_every
         wake = now + self._tick_every()
         for held in self.held.values():
-            if held.lost is not None or held.abandoned:
+            if held.lost is not None:
                 continue  # not ours to extend any more
             if now >= held.deadline:
                 self._lose(held, "the lease deadline passed without an extension")
@@ -450,7 +454,7 @@ class _Stream:
         while True:
             held = await ready.get()
             request = held.request
-            if self.stopping or held.abandoned:
+            if self.stopping:
                 # Not started: the key goes back when the stream closes.
                 self.held.pop(request.token, None)
                 continue
@@ -507,7 +511,7 @@ class _Stream:
         self, held: _Held, result: Result | None, error: BaseException | None, cancelled: bool
     ) -> pb.WorkRequest | None:
         """The Finish for a reconcile that ended (a lost lease gets one too, refused by the sidecar,
-        which gives its credit back), or None when the worker gave up on it while stopping."""
+        which gives its credit back), or None when the worker's stop cancelled it."""
         request = held.request
         key = request.key
         if held.lost is None and not cancelled and held.expired():
@@ -538,7 +542,7 @@ class _Stream:
             self.lost_finishes.add(request.token, asyncio.get_running_loop().time())
             finish.retry.error = f"lease lost: {held.lost}"
             return message
-        if held.abandoned:
+        if cancelled and held.cancelled_by_stop:
             logger.warning("stopping: %r was not finished in time and goes back to the queue", key)
             return None
         if cancelled:
@@ -570,13 +574,20 @@ class _Stream:
             try:
                 await asyncio.wait_for(self.idle.wait(), seconds(w.drain_timeout))
             except TimeoutError:
+                logger.warning(
+                    "stopping: %d reconciles still run after %ss; cancelling them (their keys stay held until they end)",
+                    self.running,
+                    seconds(w.drain_timeout),
+                )
                 for held in self.held.values():
-                    held.abandoned = True
+                    held.cancelled_by_stop = True
                     held.interrupt()
-                try:
-                    await asyncio.wait_for(self.idle.wait(), UNWIND_TIMEOUT)
-                except TimeoutError:
-                    pass
+                # The half-close hands back every key the stream holds, and
+                # another worker could take one whose reconcile still runs
+                # here. So it waits for the last one, however long, its lease
+                # extended meanwhile: one that ignores its cancellation, or a
+                # SyncClient function (a thread cannot be interrupted).
+                await self.idle.wait()
         self.send_half_close()
         await asyncio.sleep(CLOSE_TIMEOUT)
         if self.reader is not None:
