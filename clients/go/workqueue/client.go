@@ -33,6 +33,11 @@ const (
 	connWindowBytes   = 16 << 20
 )
 
+// dialProgressEvery is how often Dial, waiting for a sidecar it cannot
+// reach, says so: in a pod the sidecar's container may start after the
+// worker's, so Dial waits, but not silently, and not a line per attempt.
+const dialProgressEvery = 10 * time.Second
+
 // Client is a connection to one sidecar. It is safe for concurrent use; make
 // one per process and share it.
 type Client struct {
@@ -98,11 +103,14 @@ func WithGRPCOptions(opts ...grpc.DialOption) DialOption {
 }
 
 // Dial connects to a sidecar and waits until the connection is ready or ctx
-// is done. target is a unix socket ("unix:///var/run/wq/sock", or just an
-// absolute path) or a TCP address ("127.0.0.1:50051"). The connection is
-// plaintext, as the sidecar serves loopback and a socket shared inside the
-// pod, unless [WithTLS] is given. It reconnects by itself if the sidecar
-// restarts.
+// is done: a sidecar that is not up yet (in a pod its container may start
+// after the worker's) is waited for, logged at INFO with the last
+// connection error after the first failed attempt and then every 10 s, and
+// an error for ctx's end names target and that connection error. target is
+// a unix socket ("unix:///var/run/wq/sock", or just an absolute path) or a
+// TCP address ("127.0.0.1:50051"). The connection is plaintext, as the
+// sidecar serves loopback and a socket shared inside the pod, unless
+// [WithTLS] is given. It reconnects by itself if the sidecar restarts.
 func Dial(ctx context.Context, target string, opts ...DialOption) (*Client, error) {
 	cfg := dialConfig{logger: slog.Default(), worker: defaultWorkerName(), creds: insecure.NewCredentials()}
 	for _, opt := range opts {
@@ -134,7 +142,7 @@ func Dial(ctx context.Context, target string, opts ...DialOption) (*Client, erro
 	if err != nil {
 		return nil, fmt.Errorf("workqueue: dial %s: %w", target, err)
 	}
-	if err := waitReady(ctx, conn); err != nil {
+	if err := waitReady(ctx, conn, target, cfg.logger); err != nil {
 		_ = conn.Close()
 		return nil, fmt.Errorf("workqueue: dial %s: %w", target, err)
 	}
@@ -148,34 +156,63 @@ func Dial(ctx context.Context, target string, opts ...DialOption) (*Client, erro
 	}, nil
 }
 
-func waitReady(ctx context.Context, conn *grpc.ClientConn) error {
+// waitReady waits until conn is ready or ctx ends. While the sidecar cannot
+// be reached it logs so, with the last connection error, after the first
+// failure and then every dialProgressEvery; when ctx ends first, the error
+// carries that last connection error (a refused port, a socket that does
+// not exist, a certificate that does not verify), not only that ctx ended.
+func waitReady(ctx context.Context, conn *grpc.ClientConn, target string, log *slog.Logger) error {
 	conn.Connect()
+	var lastErr string
+	var logged time.Time
 	for {
 		state := conn.GetState()
 		if state == connectivity.Ready {
+			if !logged.IsZero() {
+				log.Info("connected to the sidecar", "target", target)
+			}
 			return nil
 		}
-		if !conn.WaitForStateChange(ctx, state) {
-			return whyNotReady(conn, context.Cause(ctx))
+		if state == connectivity.TransientFailure {
+			if why := connectionError(conn); why != "" {
+				lastErr = why
+			}
+			if logged.IsZero() || time.Since(logged) >= dialProgressEvery {
+				log.Info("waiting for the sidecar", "target", target, "err", lastErr)
+				logged = time.Now()
+			}
 		}
+		// Woken every dialProgressEvery as well: a connection that keeps
+		// failing stays in TransientFailure, one state change for them all.
+		wait, cancel := context.WithTimeout(ctx, dialProgressEvery)
+		conn.WaitForStateChange(wait, state)
+		cancel()
+		if ctx.Err() == nil {
+			continue
+		}
+		if conn.GetState() == connectivity.TransientFailure {
+			if why := connectionError(conn); why != "" {
+				lastErr = why
+			}
+		}
+		if lastErr == "" {
+			return fmt.Errorf("%w before a connection attempt ended", context.Cause(ctx))
+		}
+		return fmt.Errorf("%w waiting for the sidecar; last connection error: %s", context.Cause(ctx), lastErr)
 	}
 }
 
-// whyNotReady adds the last connection error to cause: a connection that
-// keeps failing (a refused port, a certificate that does not verify) says
-// why, rather than only that ctx ended. grpc keeps that error for the calls
-// it fails fast, so one quick call fetches it.
-func whyNotReady(conn *grpc.ClientConn, cause error) error {
-	if conn.GetState() != connectivity.TransientFailure {
-		return cause
-	}
+// connectionError is why conn's last connection attempt failed, or "" if
+// it cannot tell. grpc keeps that error for the calls it fails fast while
+// the connection is in TransientFailure, so one quick call fetches it.
+func connectionError(conn *grpc.ClientConn) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
 	if status.Code(err) != codes.Unavailable {
-		return cause
+		return ""
 	}
-	return fmt.Errorf("%w: %s", cause, status.Convert(err).Message())
+	return status.Convert(err).Message()
 }
 
 func defaultWorkerName() string {

@@ -3,6 +3,9 @@ package workqueue_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -227,5 +230,44 @@ func TestDialGivesUpWithItsContext(t *testing.T) {
 	_, err := workqueue.Dial(ctx, "unix://"+t.TempDir()+"/nobody-listens.sock")
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Dial to nothing: %v; want context.DeadlineExceeded", err)
+	}
+}
+
+// A sidecar that is not up yet is waited for (in a pod its container may
+// start after the worker's), but not silently: Dial logs that it waits, and
+// why, not once per attempt; when its context ends, the error names the
+// address and the last connection error.
+func TestDialWaitingForASidecarSaysWhy(t *testing.T) {
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := closed.Addr().String()
+	_ = closed.Close() // nothing listens there now
+	socket := t.TempDir() + "/nobody-listens.sock"
+	for _, tc := range []struct{ target, cause string }{
+		{port, "connection refused"},
+		{"unix://" + socket, "no such file or directory"},
+	} {
+		t.Run(tc.target, func(t *testing.T) {
+			logger, logs := captureLogs(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_, err := workqueue.Dial(ctx, tc.target, workqueue.WithLogger(logger))
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Dial to nothing: %v; want context.DeadlineExceeded", err)
+			}
+			t.Logf("Dial: %v", err)
+			if !strings.Contains(err.Error(), tc.target) || !strings.Contains(err.Error(), tc.cause) {
+				t.Errorf("Dial to nothing: %q; want it to name %q and %q", err, tc.target, tc.cause)
+			}
+			waiting := logs.matching(func(r logRecord) bool { return strings.Contains(r.msg, "waiting for the sidecar") })
+			if len(waiting) != 1 {
+				t.Fatalf("%d lines say Dial is waiting for the sidecar; want 1 (the first failure; the next after %s)", len(waiting), 10*time.Second)
+			}
+			if line := waiting[0]; line.level != slog.LevelInfo || line.attrs["target"] != tc.target || !strings.Contains(line.attrs["err"], tc.cause) {
+				t.Errorf("Dial logged %s; want INFO with target=%q and the cause %q", line, tc.target, tc.cause)
+			}
+		})
 	}
 }
