@@ -290,25 +290,33 @@ test("C6 nothing past the deadline: a lease past its deadline is never started, 
   assert.ok(otherFirst.req.has("LEASE_EXPIRED"), `other key first reconciled with ${JSON.stringify(otherFirst.req.reasons)}`);
 });
 
-test("C7 graceful stop: the running reconcile finishes and counts, unstarted keys go back at once", async (t) => {
+test("C7 graceful stop: the running reconcile finishes and counts, unstarted keys go back at once with no failure", async (t) => {
   const f = new Fixture(t);
   const client = await f.client((await f.sidecar()).target);
   const q = client.queue("default");
+  let release: () => void = () => {};
+  const released = new Promise<void>((resolve) => (release = resolve));
   const rec = new Recorder(async (req) => {
-    await sleep(1_000);
+    await released;
     if (req.signal.aborted) throw new Error("aborted");
   });
-  const w = runWorker(f, client, "default", rec.reconcile, { concurrency: 1 });
+  // Two slots: the second one's credit brings a lease the stopping worker never starts.
+  const w = runWorker(f, client, "default", rec.reconcile, { concurrency: 2 });
   await q.add("first");
   await eventually("the reconcile to start", () => rec.attempts.length === 1);
+  const stopped = w.stop();
   await q.add("second");
-  await w.stop();
+  await eventually("the stopping worker to hold the second key", async () => (await q.keyState("second")).state === "HELD");
+  release();
+  await stopped;
   assert.equal(rec.attempts.length, 1, "a key started after the stop");
   assert.equal(rec.attempts[0]!.abortReason, undefined);
   const [first, second] = await Promise.all([q.keyState("first"), q.keyState("second")]);
   assert.equal(first.state, "ABSENT", "the running reconcile's success counted");
   assert.equal(await q.numRequeues("first"), 0);
   assert.notEqual(second.state, "HELD", "a key not started is back in the queue");
+  // Given back, not failed: a clean stop charges the keys it never started nothing.
+  assert.equal(second.failures, 0, `the key never started counts a failure (${second.lastError})`);
 });
 
 test("C7 graceful stop: a reconcile past the stop timeout is aborted as lost and its key goes back", async (t) => {
