@@ -32,7 +32,7 @@ export {
   type LeaseLostWhy,
 } from "./errors.js";
 export { extendInterval, leaseDeadline, leaseExpired } from "./lease.js";
-export type { Logger } from "./log.js";
+export { MAX_LOGGED_ERROR_CHARS, type Logger } from "./log.js";
 export { CachedObject } from "./object.js";
 export {
   controllerRef,
