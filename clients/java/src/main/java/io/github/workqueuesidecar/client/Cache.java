@@ -45,7 +45,7 @@ public final class Cache {
     try {
       resp = stub(options).getObject(req);
     } catch (StatusRuntimeException e) {
-      throw Errors.of("get " + namespace + "/" + name + " from informer " + informer, e);
+      throw Errors.of("get " + namespace + "/" + name + " from informer " + informer, client.target(), e);
     }
     return resp.hasObject() ? Optional.of(new CachedObject(resp.getObject(), client.options().objectMapper())) : Optional.empty();
   }
@@ -75,7 +75,7 @@ public final class Cache {
       try {
         resp = stub(options.read).listObjects(req);
       } catch (StatusRuntimeException e) {
-        throw Errors.of("list informer " + informer, e);
+        throw Errors.of("list informer " + informer, client.target(), e);
       }
       resp.getObjectsList().forEach(o -> out.add(new CachedObject(o, client.options().objectMapper())));
       token = resp.getNextPageToken();

@@ -15,8 +15,11 @@ import javax.net.ssl.SSLException;
 final class Errors {
   private Errors() {}
 
-  /** The exception for a failed call; {@code op} says what was attempted, e.g. "add to queue x". */
-  static WorkqueueException of(String op, Throwable t) {
+  /**
+   * The exception for a failed call; {@code op} says what was attempted, e.g. "add to queue x", and
+   * {@code target} is the sidecar's address, named when it cannot be reached.
+   */
+  static WorkqueueException of(String op, String target, Throwable t) {
     if (t instanceof WorkqueueException w) {
       return w;
     }
@@ -26,7 +29,28 @@ final class Errors {
       String message = "workqueue: " + op + ": UNAVAILABLE: TLS handshake with the sidecar failed: " + tls.getMessage();
       return new TlsHandshakeException(message, detailsOf(t), t);
     }
+    if (status.getCode() == Status.Code.UNAVAILABLE && status.getCause() != null) {
+      // The transport failed before the sidecar saw the call: grpc-java says only "io exception"
+      // and keeps the why (connection refused, no such socket file) in the cause.
+      String message = "workqueue: " + op + ": UNAVAILABLE: no connection to the sidecar at " + target + ": " + causeText(status.getCause());
+      return new UnavailableException(message, detailsOf(t), t);
+    }
     return of(status.getCode(), op, status.getDescription(), detailsOf(t), t);
+  }
+
+  /** What a transport failure says, innermost cause first ("Connection refused"), each message once. */
+  static String causeText(Throwable cause) {
+    List<String> messages = new ArrayList<>();
+    for (Throwable c = cause; c != null; c = c.getCause() == c ? null : c.getCause()) {
+      String m = c.getMessage() != null ? c.getMessage()
+          // netty's epoll transport says a unix socket's file is missing with no message
+          : c instanceof java.io.FileNotFoundException ? "no such file (FileNotFoundException)"
+          : c.getClass().getSimpleName();
+      if (messages.stream().noneMatch(seen -> seen.contains(m))) {
+        messages.add(0, m);
+      }
+    }
+    return String.join(": ", messages);
   }
 
   /** The TLS error that made the transport fail, if one did. */

@@ -193,11 +193,11 @@ public final class ObjectWrites {
     return client.objectStub.withDeadlineAfter(client.options().callTimeout().toMillis(), TimeUnit.MILLISECONDS);
   }
 
-  private static <T> T call(String op, Supplier<T> rpc) {
+  private <T> T call(String op, Supplier<T> rpc) {
     try {
       return rpc.get();
     } catch (StatusRuntimeException e) {
-      throw Errors.of(op, e);
+      throw Errors.of(op, client.target(), e);
     }
   }
 

@@ -165,7 +165,7 @@ public final class Queue {
     try {
       return rpc.get();
     } catch (StatusRuntimeException e) {
-      throw Errors.of(op(verb), e);
+      throw Errors.of(op(verb), client.target(), e);
     }
   }
 }

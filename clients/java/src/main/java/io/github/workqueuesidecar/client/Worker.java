@@ -190,7 +190,7 @@ public final class Worker implements AutoCloseable {
     }
     Status.Code code = error == null ? Status.Code.OK : Status.fromThrowable(error).getCode();
     if (permanent(code)) {
-      finish(Errors.of(queue.op("work on"), error));
+      finish(Errors.of(queue.op("work on"), queue.client().target(), error));
       return;
     }
     if (openedAt != null && Duration.between(openedAt, now()).compareTo(options.maxBackoff()) > 0) {
@@ -199,7 +199,7 @@ public final class Worker implements AutoCloseable {
     Duration wait = jitter(backoff);
     backoff = min(backoff.multipliedBy(2), options.maxBackoff());
     // Through Errors: a failed TLS handshake says why (the raw status says "io exception").
-    String why = error == null ? "the sidecar ended the work stream" : Errors.of(queue.op("work on"), error).getMessage();
+    String why = error == null ? "the sidecar ended the work stream" : Errors.of(queue.op("work on"), queue.client().target(), error).getMessage();
     LOG.log(Level.WARNING, "workqueue: work stream on queue {0} ended ({1}); reopening in {2} ms", queue.name(), why, wait.toMillis());
     reconnect = schedule(wait, this::open);
   }

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.grpc.Status;
+import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -119,6 +120,28 @@ class QueueCallsTest {
         WorkqueueClient unix = WorkqueueClient.connect("unix://" + socket)) {
       unix.queue("default").add("ns/a");
       eventually("the key queued", () -> unix.queue("default").len().ready() == 1);
+    }
+  }
+
+  @Test
+  @DisplayName("an unreachable sidecar: UnavailableException naming the target and why (connection refused, no socket file)")
+  void unreachableSidecarNamesTargetAndCause() throws Exception {
+    int closedPort;
+    try (ServerSocket free = new ServerSocket(0)) {
+      closedPort = free.getLocalPort(); // nothing listens once it is closed
+    }
+    String tcp = "127.0.0.1:" + closedPort;
+    try (WorkqueueClient refused = WorkqueueClient.connect(tcp)) {
+      UnavailableException e = assertThrows(UnavailableException.class, () -> refused.queue("default").add("ns/a"));
+      assertEquals(Status.Code.UNAVAILABLE, e.code());
+      assertTrue(e.getMessage().contains(tcp), e.getMessage());
+      assertTrue(e.getMessage().toLowerCase(java.util.Locale.ROOT).contains("connection refused"), e.getMessage());
+    }
+    String unix = "unix://" + Files.createTempDirectory("wqs-java").resolve("nobody.sock");
+    try (WorkqueueClient missing = WorkqueueClient.connect(unix)) {
+      UnavailableException e = assertThrows(UnavailableException.class, () -> missing.queue("default").len());
+      assertTrue(e.getMessage().contains(unix), e.getMessage());
+      assertTrue(e.getMessage().contains("no such file"), e.getMessage());
     }
   }
 }
