@@ -3,6 +3,7 @@ package workqueue_test
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -65,5 +66,50 @@ func TestALostLeaseLogsOneWarning(t *testing.T) {
 				t.Errorf("the loss is logged as %s; want a WARN with why=%q and queue=default", line, tc.why)
 			}
 		})
+	}
+}
+
+// The sidecar refuses the Finish a worker sends for a lease it gave up
+// (every lease gets one): expected, so no warning, however late the refusal
+// comes. Here the sidecar stalls (SIGSTOP) well past the lease's TTL, and
+// answers the Finish only when it resumes.
+func TestTheRefusedFinishOfAGivenUpLeaseIsNoWarning(t *testing.T) {
+	const ttl = time.Second
+	sc := startSidecar(t)
+	client, logs := dialCapturing(t, sc)
+	q := client.Queue("default")
+	rec := newRecorder(func(ctx context.Context, _ workqueue.Request, n int) (workqueue.Result, error) {
+		if n == 0 {
+			<-ctx.Done() // the lease is lost while the sidecar is stopped
+		}
+		return workqueue.Result{}, context.Cause(ctx)
+	})
+	runWorker(t, q, 1, rec, workqueue.WithLeaseTTL(ttl))
+	if err := q.Add(context.Background(), "k"); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitStarted(t, 5*time.Second)
+	sc.Signal(syscall.SIGSTOP)
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			sc.Signal(syscall.SIGCONT)
+		}
+	})
+	eventually(t, 20*time.Second, "the reconcile to return, its lease given up", func() bool {
+		return !rec.of("k")[0].end.IsZero()
+	})
+	time.Sleep(3 * ttl) // the stall goes on: the Finish waits unread
+	sc.Signal(syscall.SIGCONT)
+	resumed = true
+
+	refusals := func() []logRecord {
+		return logs.matching(func(r logRecord) bool { return r.attrs["key"] == "k" && strings.Contains(r.msg, "refused") })
+	}
+	eventually(t, 20*time.Second, "the sidecar's refusal of the Finish to be logged", func() bool { return len(refusals()) > 0 })
+	for _, r := range refusals() {
+		if r.level >= slog.LevelWarn {
+			t.Errorf("the expected refusal is logged as %s; want below WARN", r)
+		}
 	}
 }

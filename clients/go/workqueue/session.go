@@ -47,6 +47,8 @@ type session struct {
 	// sendMu serialises sends: a gRPC stream allows one sender at a time.
 	sendMu sync.Mutex
 	closed bool // half-closed; guarded by sendMu
+	// extendsSent counts the Extends sent; guarded by sendMu.
+	extendsSent uint64
 
 	mu     sync.Mutex
 	leases map[uint64]*held // by token
@@ -56,12 +58,9 @@ type session struct {
 	// running counts this session's reconciles that have started and not
 	// yet been finished; Add only under mu while not stopping.
 	running sync.WaitGroup
-	// lostFinishes holds the tokens of lost leases whose Finish was sent,
-	// with when it was sent (Unix nanoseconds): the sidecar's refusal of
-	// them is expected, not worth a warning. A lost lease the sidecar still
-	// held gets no answer (acks of applied Finishes are off), so leaseLoop
-	// drops an entry a TTL after its Finish went out.
-	lostFinishes sync.Map
+	// givenUp tells the sidecar's refusals of the Finishes of leases this
+	// worker gave up, expected, from the others.
+	givenUp givenUpFinishes
 	// ended closes when serve returns: leaseLoop stops.
 	ended chan struct{}
 }
@@ -351,7 +350,6 @@ func (s *session) leaseLoop() {
 		}
 		s.nextCheck.Store(next)
 		s.mu.Unlock()
-		s.dropUnansweredLostFinishes(now)
 		for _, h := range due {
 			s.extend(h)
 		}
@@ -367,6 +365,7 @@ func (s *session) lookup(token uint64) *held {
 }
 
 func (s *session) onExtended(e *workqueuev1.WorkResponse_Extended) {
+	s.givenUp.extendAnswered()
 	h := s.lookup(e.GetToken())
 	if h == nil {
 		return
@@ -386,13 +385,16 @@ func (s *session) onExtended(e *workqueuev1.WorkResponse_Extended) {
 }
 
 func (s *session) onFinishAck(a *workqueuev1.WorkResponse_FinishAck) {
-	if _, lost := s.lostFinishes.LoadAndDelete(a.GetToken()); lost {
-		return // the refusal expected for a lost lease: its credit is back
-	}
 	if a.GetCode() == int32(codes.OK) {
 		return
 	}
-	s.w.log.Warn("the sidecar refused a finish", "key", a.GetKey(), "err", codeError("finish", a.GetCode(), a.GetMessage()))
+	err := codeError("finish", a.GetCode(), a.GetMessage())
+	if s.givenUp.refused(a.GetToken()) {
+		// Expected: the lease was lost (and logged so); its credit is back.
+		s.w.log.Debug("the sidecar refused the finish of a lease this worker had given up", "key", a.GetKey(), "err", err)
+		return
+	}
+	s.w.log.Warn("the sidecar refused a finish", "key", a.GetKey(), "err", err)
 }
 
 func (s *session) onCancel(c *workqueuev1.WorkResponse_Cancel) {
@@ -527,30 +529,22 @@ func (s *session) finish(h *held, o outcome) {
 	}
 }
 
-// dropUnansweredLostFinishes forgets the lost leases whose Finish went out a
-// TTL ago or more and was not refused: the sidecar still held them and
-// applied the Finish, which it does not answer (Open.AckFailuresOnly).
-func (s *session) dropUnansweredLostFinishes(now int64) {
-	ttl := int64(3 * s.extendEvery)
-	s.lostFinishes.Range(func(token, sent any) bool {
-		if now-sent.(int64) >= ttl {
-			s.lostFinishes.Delete(token)
-		}
-		return true
-	})
-}
-
 // finishLost answers a lease that ended without this worker with a Finish
 // all the same: the sidecar refuses it (FAILED_PRECONDITION, nothing changes)
 // and gives the lease's credit back. Every lease gets exactly one Finish, so
 // the sidecar can tell a worker that stopped reading from one that heard.
 func (s *session) finishLost(h *held) {
-	s.lostFinishes.Store(h.token, time.Now().UnixNano())
 	finish := &workqueuev1.WorkRequest_Finish{Key: h.key, Token: h.token, Outcome: &workqueuev1.WorkRequest_Finish_Retry{
 		Retry: &workqueuev1.Retry{Error: "lease lost before the worker finished"},
 	}}
-	if err := s.send(&workqueuev1.WorkRequest{Kind: &workqueuev1.WorkRequest_Finish_{Finish: finish}}); err != nil {
-		s.lostFinishes.Delete(h.token)
+	s.sendMu.Lock()
+	s.givenUp.add(h.token, s.extendsSent)
+	err := s.sendLocked(&workqueuev1.WorkRequest{Kind: &workqueuev1.WorkRequest_Finish_{Finish: finish}})
+	if err != nil {
+		s.givenUp.remove(h.token)
+	}
+	s.sendMu.Unlock()
+	if err != nil {
 		s.w.log.Debug("finish of a lost lease not sent", "key", h.key, "err", err)
 	}
 }
@@ -567,10 +561,22 @@ func (s *session) credit(n uint32) {
 func (s *session) send(req *workqueuev1.WorkRequest) error {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
+	return s.sendLocked(req)
+}
+
+// sendLocked is send with sendMu held. It counts the Extends sent, which
+// tells when the sidecar has handled a given-up lease's Finish (givenUp).
+func (s *session) sendLocked(req *workqueuev1.WorkRequest) error {
 	if s.closed {
 		return errStreamClosed
 	}
-	return s.stream.Send(req)
+	if err := s.stream.Send(req); err != nil {
+		return err
+	}
+	if req.GetExtend() != nil {
+		s.extendsSent++
+	}
+	return nil
 }
 
 // closeSend half-closes the stream: the sidecar returns what it still holds
