@@ -276,23 +276,34 @@ class WorkerTest {
   }
 
   @Test
-  @DisplayName("C7 graceful stop lets a running reconcile finish and its result counts")
-  void c7GracefulStopFinishes() {
+  @DisplayName("C7 graceful stop lets a running reconcile finish and its result counts; a key it never started goes back with no failure")
+  void c7GracefulStopFinishes() throws Exception {
     Queue q = client(sidecar(null)).queue("default");
-    CountDownLatch started = new CountDownLatch(1);
+    CountDownLatch release = new CountDownLatch(1);
+    Set<String> started = ConcurrentHashMap.newKeySet();
     Recorder r = new Recorder((req, sig, n) -> {
-      started.countDown();
-      Thread.sleep(500);
+      started.add(req.key());
+      release.await();
       return Result.done();
     });
     q.addRateLimited("ns/a");
-    Worker w = start(q, r, RunOptions.concurrency(1).stopTimeout(Duration.ofSeconds(10)));
-    eventually("the reconcile to start", () -> started.getCount() == 0);
+    // Two threads: the free one's credit brings a lease the stopping worker never starts.
+    Worker w = start(q, r, RunOptions.concurrency(2).stopTimeout(Duration.ofSeconds(10)));
+    eventually("the reconcile to start", () -> started.contains("ns/a"));
+    w.stop();
+    q.add("ns/late");
+    eventually("the stopping worker to hold the late key", () -> q.keyState("ns/late").state() == KeyStatus.State.HELD);
+    release.countDown();
     w.close();
     // close() returned after the reconcile finished and its Finish was applied.
     assertFalse(w.isRunning());
     assertEquals(KeyStatus.State.ABSENT, q.keyState("ns/a").state());
     assertEquals(0, q.numRequeues("ns/a"));
+    assertFalse(started.contains("ns/late"), "a key started after the stop");
+    KeyStatus late = q.keyState("ns/late");
+    assertTrue(late.state() == KeyStatus.State.QUEUED || late.state() == KeyStatus.State.WAITING, late.toString());
+    // Given back, not failed: a clean stop charges the keys it never started nothing.
+    assertEquals(0, late.failures(), late.toString());
   }
 
   @Test
