@@ -18,7 +18,7 @@ import java.util.function.Supplier;
  * stream thread: keep them short and never block in them.
  */
 public final class CancellationSignal {
-  private static final System.Logger LOG = System.getLogger(CancellationSignal.class.getName());
+  private static final ClientLog LOG = ClientLog.of(CancellationSignal.class);
 
   /** Why a reconcile is asked to stop. */
   public enum Cause {

@@ -21,7 +21,7 @@ import workqueue.v1.Workqueue.WorkResponse;
  * it alone sends (a StreamObserver allows one sender).
  */
 final class Session {
-  private static final System.Logger LOG = System.getLogger(Session.class.getName());
+  private static final ClientLog LOG = ClientLog.of(Session.class);
 
   private enum Phase { OPENING, OPEN, STOPPING, CLOSED }
 

@@ -27,7 +27,7 @@ import java.util.concurrent.TimeUnit;
  * reconciler and hand the outcome back to it.
  */
 public final class Worker implements AutoCloseable {
-  private static final System.Logger LOG = System.getLogger(Worker.class.getName());
+  private static final ClientLog LOG = ClientLog.of(Worker.class);
   /** Bounds the wait for Opened after Open: a sidecar that accepted the stream answers at once. */
   static final Duration OPEN_TIMEOUT = Duration.ofSeconds(10);
   /** Bounds the wait for the sidecar to end the stream after the worker half-closed it. */
@@ -121,9 +121,15 @@ public final class Worker implements AutoCloseable {
   /**
    * Stops this worker gracefully when the JVM shuts down (SIGTERM, SIGINT): the hook waits for the
    * stop, so results reach the sidecar before the process exits. Returns this worker.
+   *
+   * <p>java.util.logging resets itself in a shutdown hook of its own, which drops the stop's log
+   * lines; while this hook's stop runs, they also go to {@code System.err} once that happened (see
+   * the README's Logging).
    */
   public Worker stopOnShutdown() {
-    Runtime.getRuntime().addShutdownHook(new Thread(() -> stop().handle((ok, err) -> null).join(), "workqueue-" + queue.name() + "-shutdown"));
+    ClientLog.shutdownHookRegistered();
+    Runnable stopAndWait = () -> stop().handle((ok, err) -> null).join();
+    Runtime.getRuntime().addShutdownHook(new Thread(() -> ClientLog.duringShutdown(stopAndWait), "workqueue-" + queue.name() + "-shutdown"));
     return this;
   }
 
