@@ -350,6 +350,8 @@ async def test_graceful_stop_should_hand_held_keys_back(client: Client) -> None:
     assert stuck.failures == 0, stuck
     # Nothing new started once stop was set, and nothing is left held.
     assert "ns/late" not in started
+    late = await client.key_state("default", "ns/late")
+    assert late.phase != KeyPhase.HELD and late.failures == 0, late
     assert (await client.len("default")).held == 0
 
 
