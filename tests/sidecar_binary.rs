@@ -181,6 +181,18 @@ fn check_config_should_refuse_what_the_api_server_or_the_queue_would_refuse_late
             "exponential.base",
             "queues:\n  q:\n    rate_limiter:\n      exponential: { base: 1000000000h, max: 1000000000h }\n".into(),
         ),
+        // Each of these the API server would take and answer with nothing, or
+        // refuse on every retry while /readyz stays 503.
+        ("field_selector", format!("{informer}    field_selector: metadata.nam=x\nqueues:\n  q:\n    primary: u\n")),
+        ("namespace", format!("{informer}    namespace: Foo_Bar\nqueues:\n  q:\n    primary: u\n")),
+        ("resync", format!("{informer}    resync: 1ms\nqueues:\n  q:\n    primary: u\n")),
+        (
+            "triggers[0]",
+            format!(
+                "{informer}queues:\n  q:\n    primary: u\n    triggers: [{{ informer: u, by: label, label: \"bad label!\" }}]\n"
+            ),
+        ),
+        ("priorities", format!("{informer}queues:\n  q:\n    priorities: {{ events: 5 }}\n")),
     ];
     for (field, yaml) in cases {
         let path = dir.join("check.yaml");

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use serde::de::{self, Deserializer};
 
-use crate::informer::{IndexValue, LanePriorities, Predicate, TriggerMap, TriggerSpec};
+use crate::informer::{IndexValue, LanePriorities, Predicate, TriggerMap, TriggerSpec, check_label_key};
 
 /// One entry of `triggers:`. Which mapping it uses is `by`; the other keys
 /// belong to that mapping and are refused elsewhere.
@@ -59,7 +59,10 @@ impl<'de> Deserialize<'de> for TriggerDoc {
                     return Err(misplaced(if f.index.is_some() { "index" } else { "value" }, "index"));
                 }
                 match f.label {
-                    Some(label) if !label.is_empty() => TriggerMap::Label(label),
+                    Some(label) if !label.is_empty() => {
+                        check_label_key(&label).map_err(de::Error::custom)?;
+                        TriggerMap::Label(label)
+                    }
                     _ => {
                         return Err(de::Error::custom(
                             "`by: label` needs `label`: the label whose value names the primary object",

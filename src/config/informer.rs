@@ -76,14 +76,14 @@ struct InformerDoc {
     group: String,
     version: NonEmpty,
     kind: NonEmpty,
-    namespace: Option<NonEmpty>,
+    namespace: Option<Namespace>,
     label_selector: Option<Selector<LabelSyntax>>,
     field_selector: Option<Selector<FieldSyntax>>,
     #[serde(default)]
     metadata_only: bool,
     #[serde(default = "yes")]
     strip_managed_fields: bool,
-    resync: Option<HumanDuration>,
+    resync: Option<Resync>,
     #[serde(default)]
     indexes: Option<IndexEntries>,
     shard_by: Option<ShardByDoc>,
@@ -105,8 +105,7 @@ impl InformerDoc {
             field_selector: self.field_selector.map(|s| s.0),
             metadata_only: self.metadata_only,
             strip_managed_fields: self.strip_managed_fields,
-            // `resync: 0s` turns it off, as client-go's zero period does.
-            resync: self.resync.map(|d| d.0).filter(|d| !d.is_zero()),
+            resync: self.resync.and_then(|r| r.0),
             indexes: self.indexes.map(|i| i.0).unwrap_or_default(),
             shard_by: self.shard_by.map(ShardBy::from),
         }
@@ -134,7 +133,18 @@ impl SelectorSyntax for LabelSyntax {
 
 impl SelectorSyntax for FieldSyntax {
     fn check(text: &str) -> Result<(), String> {
-        FieldSelector::parse(text).map(drop)
+        let selector = FieldSelector::parse(text)?;
+        // Of `metadata`, the API server selects every kind by these two only;
+        // other fields are each kind's own, for the server to say at start.
+        let unknown = selector.terms().iter().map(|t| t.field.as_str()).find(|field| {
+            field.starts_with("metadata.") && !matches!(*field, "metadata.name" | "metadata.namespace")
+        });
+        match unknown {
+            Some(field) => Err(format!(
+                "{field:?} cannot be selected by: of metadata, only metadata.name and metadata.namespace can"
+            )),
+            None => Ok(()),
+        }
     }
 }
 
@@ -143,6 +153,47 @@ impl<'de, S: SelectorSyntax> Deserialize<'de> for Selector<S> {
         let NonEmpty(text) = NonEmpty::deserialize(deserializer)?;
         S::check(&text).map_err(de::Error::custom)?;
         Ok(Selector(text, std::marker::PhantomData))
+    }
+}
+
+/// `namespace:`, a namespace's name as the API server takes one: a DNS
+/// label. Another name lists nothing, and the informer would sync empty.
+struct Namespace(String);
+
+impl<'de> Deserialize<'de> for Namespace {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let NonEmpty(name) = NonEmpty::deserialize(deserializer)?;
+        let label = name.len() <= 63
+            && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !name.starts_with('-')
+            && !name.ends_with('-');
+        if !label {
+            return Err(de::Error::custom(format!(
+                "{name:?} is not a namespace name: at most 63 lowercase letters, digits and '-', \
+                 starting and ending with a letter or digit"
+            )));
+        }
+        Ok(Namespace(name))
+    }
+}
+
+/// `resync:`, off at zero (as client-go's zero period) and otherwise at
+/// least a second (client-go's shortest): a shorter one relists the keys of
+/// the whole cache faster than any worker takes them.
+struct Resync(Option<std::time::Duration>);
+
+/// The shortest resync period taken.
+const SHORTEST_RESYNC: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl<'de> Deserialize<'de> for Resync {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let HumanDuration(period) = HumanDuration::deserialize(deserializer)?;
+        if !period.is_zero() && period < SHORTEST_RESYNC {
+            return Err(de::Error::custom(format!(
+                "{period:?} is too short: at least {SHORTEST_RESYNC:?}, or 0s for no resync"
+            )));
+        }
+        Ok(Resync(Some(period).filter(|p| !p.is_zero())))
     }
 }
 

@@ -36,7 +36,7 @@ use std::path::Path;
 
 pub use error::{ConfigError, Position};
 
-use crate::informer::{InformerSpec, QueueBinding, ShardBy, TriggerMap};
+use crate::informer::{InformerSpec, LanePriorities, QueueBinding, ShardBy, TriggerMap};
 use crate::queue::QueueSettings;
 use document::FileDoc;
 
@@ -188,6 +188,12 @@ fn check_binding(queue: &str, binding: &QueueBinding, informers: &[InformerSpec]
         return Err((
             format!("queues.{queue}.shard_by"),
             "a queue's keys are sharded by its primary's objects: set `primary` too".to_owned(),
+        ));
+    }
+    if primary.is_none() && binding.priorities != LanePriorities::default() {
+        return Err((
+            format!("queues.{queue}.priorities"),
+            "priorities are those of the primary's and the triggers' events: set `primary` too".to_owned(),
         ));
     }
     if primary.is_none() && !binding.predicates.is_empty() {

@@ -44,7 +44,7 @@ pub use field_selector::FieldSelector;
 pub use object::{CachedObject, Meta, OwnerRef};
 pub use registry::{InformerRegistry, InformerTask, InformerWatches};
 pub use resource_version::ResourceVersion;
-pub use selector::LabelSelector;
+pub use selector::{LabelSelector, check_label_key};
 pub use shard_watch::ShardWatch;
 pub use shared::SharedInformer;
 pub use spec::{

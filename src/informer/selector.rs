@@ -111,6 +111,17 @@ fn requirement(part: &str) -> Result<Requirement, String> {
     Ok(Requirement::Exists(label_key(part, part)?))
 }
 
+/// Checks a label key on its own (`app`, `example.com/owner`), as the API
+/// server would: the error names it.
+pub fn check_label_key(key: &str) -> Result<(), String> {
+    label_key(key, key).map(drop).map_err(|_| {
+        format!(
+            "{key:?} is not a label key: a name of at most 63 letters, digits, '-', '_' and '.', starting and \
+             ending with a letter or digit, optionally after a DNS prefix and '/'"
+        )
+    })
+}
+
 fn label_key(key: &str, part: &str) -> Result<String, String> {
     let (prefix, name) = key.rsplit_once('/').map_or(("", key), |(p, n)| (p, n));
     let name_ok = !name.is_empty() && name.len() <= 63 && name.chars().all(label_char) && edges_alnum(name);
