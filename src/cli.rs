@@ -59,7 +59,7 @@ pub struct Cli {
     pub log_format: LogFormat,
 
     /// Log filter, as tracing's EnvFilter (e.g. "info", "workqueue_sidecar=debug").
-    #[arg(long, env = "WQS_LOG", value_name = "FILTER", default_value = "info")]
+    #[arg(long, env = "WQS_LOG", value_name = "FILTER", default_value = "info", value_parser = parse_log_filter)]
     pub log: String,
 
     /// Kubeconfig for the informers' API server. Without it: $KUBECONFIG,
@@ -146,6 +146,12 @@ fn parse_tcp(value: &str) -> Result<TcpAddress, String> {
         .parse()
         .map(|a| TcpAddress(Some(a)))
         .map_err(|_| format!("{value:?} is not an IP:port address (e.g. 127.0.0.1:50051) or \"off\""))
+}
+
+/// A tracing filter, checked here so that a typo is refused (exit status 2)
+/// rather than quietly replaced by another filter.
+fn parse_log_filter(text: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::try_new(text).map(|_| text.to_owned()).map_err(|err| err.to_string())
 }
 
 #[cfg(test)]

@@ -30,6 +30,7 @@
 //!   a shutdown signal, owning every task it starts and stopping them in order.
 //! - [`cli`]: the command-line flags of the binary.
 //! - [`discovery`]: what a failed discovery of a kind means.
+//! - [`error_chain`]: an error and its causes on one line, each said once.
 //! - [`config`]: the YAML config file: informers, queues and their settings, with errors
 //!   that name file, field and position.
 
@@ -45,6 +46,7 @@ pub mod app;
 pub mod cli;
 pub mod config;
 pub mod discovery;
+pub mod error_chain;
 pub mod grpc;
 pub mod leader;
 pub mod metrics;

@@ -1,16 +1,18 @@
 //! The `workqueue-sidecar` binary: parses the command line, sets up logging, and runs the sidecar (`app`) until SIGTERM or SIGINT.
 //!
-//! Every configuration error exits with status 2 before any port is bound.
+//! Exit status: 0 after a clean stop; 2 when it cannot start with its config,
+//! flags or files (before any port is bound); 1 when it fails while serving.
 
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
 use tokio::signal::unix::{SignalKind, signal};
-use tracing::error;
+use tracing::{error, info};
 use workqueue_sidecar::app::{Options, Sidecar};
 use workqueue_sidecar::cli::{Cli, LogFormat};
 use workqueue_sidecar::config::Config;
+use workqueue_sidecar::error_chain::one_line;
 use workqueue_sidecar::leader::ElectionSettings;
 use workqueue_sidecar::server::Exposure;
 use workqueue_sidecar::shard::ShardSettings;
@@ -27,14 +29,29 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            error!("{err:#}");
-            eprintln!("error: {err:#}");
-            ExitCode::from(2)
-        }
+    let checking = cli.check_config;
+    let (err, status) = match runtime.block_on(run(cli)) {
+        Ok(()) => return ExitCode::SUCCESS,
+        Err(Failure::Start(err)) => (err, ExitCode::from(2)),
+        Err(Failure::Run(err)) => (err, ExitCode::FAILURE),
+    };
+    // Said once: on the terminal for a config check, else as a log line
+    // (one JSON entry under `--log-format json`).
+    let text = one_line(&*err);
+    if checking {
+        eprintln!("error: {text}");
+    } else {
+        error!("{text}");
     }
+    status
+}
+
+/// Why the sidecar exits non-zero: it could not start with this config,
+/// these flags and files (status 2, before any port is bound), or it failed
+/// while serving (status 1).
+enum Failure {
+    Start(anyhow::Error),
+    Run(anyhow::Error),
 }
 
 /// The async runtime: a single-threaded one for one thread (no work-stealing
@@ -47,8 +64,14 @@ fn build_runtime(threads: u16) -> std::io::Result<tokio::runtime::Runtime> {
 }
 
 fn init_logging(cli: &Cli) {
-    let filter =
-        tracing_subscriber::EnvFilter::try_new(&cli.log).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // kube-client logs every failed request at ERROR without saying which
+    // informer sent it or what comes next; the sidecar's own line says both.
+    // Heard again when the filter names kube.
+    let mut directives = cli.log.clone();
+    if !directives.contains("kube") {
+        directives.push_str(",kube_client::client::builder=off");
+    }
+    let filter = tracing_subscriber::EnvFilter::try_new(&directives).expect("the flag's parser checked the filter");
     let colors = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(colors);
     match cli.log_format {
@@ -57,7 +80,24 @@ fn init_logging(cli: &Cli) {
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
+async fn run(cli: Cli) -> Result<(), Failure> {
+    let shutdown = shutdown_signal().map_err(Failure::Run)?;
+    let Some(options) = options(&cli).map_err(Failure::Start)? else { return Ok(()) };
+    // A sidecar waiting for its API server stops at once when asked to.
+    let mut shutdown = std::pin::pin!(shutdown);
+    let sidecar = tokio::select! {
+        bound = Sidecar::bind(options) => bound.map_err(Failure::Start)?,
+        reason = &mut shutdown => {
+            info!(signal = reason, "stopped before serving");
+            return Ok(());
+        }
+    };
+    sidecar.run(shutdown).await.map_err(Failure::Run)
+}
+
+/// The sidecar's options from the flags and the config file; `None` after
+/// `--check-config`, which has printed its summary.
+fn options(cli: &Cli) -> anyhow::Result<Option<Options>> {
     let config = match &cli.config {
         Some(path) => Config::load(path)?,
         None => Config::standalone(),
@@ -66,9 +106,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         let source = cli.config.as_deref().map_or("no config file (standalone)".into(), |p| p.display().to_string());
         println!("{source}: valid\n");
         print!("{}", config.summary());
-        return Ok(());
+        return Ok(None);
     }
-    let options = Options {
+    Ok(Some(Options {
         config,
         tcp: cli.tcp.0,
         unix: cli.unix.clone(),
@@ -81,12 +121,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             _ => None,
         },
         kubeconfig: cli.kubeconfig.clone(),
-        election: election_settings(&cli)?,
-        sharding: sharding_settings(&cli)?,
+        election: election_settings(cli)?,
+        sharding: sharding_settings(cli)?,
         grace_period: cli.grace_period,
-    };
-    let shutdown = shutdown_signal()?;
-    Sidecar::bind(options).await?.run(shutdown).await
+    }))
 }
 
 /// The election's settings from the flags, when `--leader-election` is on.

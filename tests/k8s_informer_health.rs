@@ -202,3 +202,75 @@ async fn k8s_after_a_30s_outage_the_informer_should_be_back_within_seconds_and_s
     let _ = std::fs::remove_dir_all(&dir);
     namespace.delete().await;
 }
+
+/// A sidecar started before its API server answers (a node booting, the API server restarting)
+/// waits for it before binding a port, saying so, and then starts and syncs as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
+async fn k8s_a_sidecar_started_before_its_api_server_answers_should_wait_for_it_then_sync() {
+    let client = control_plane::client().await;
+    let namespace = TestNamespace::create(&client, "late-apiserver").await;
+    let proxy = std::sync::Arc::new(Proxy::start(apiserver_port()).await);
+    proxy.cut().await;
+    let dir = std::env::temp_dir().join(control_plane::unique_name("wqs-late-apiserver"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = kubeconfig_via(proxy.port, &dir);
+    let config = dir.join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "informers:\n  cms:\n    version: v1\n    kind: ConfigMap\n    namespace: {}\nqueues:\n  cms:\n    primary: cms\n",
+            namespace.name()
+        ),
+    )
+    .unwrap();
+    // The API server answers from 3 s after the start; `Sidecar::start` waits until it listens.
+    let opener = proxy.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        opener.restore();
+    });
+    let sidecar = Sidecar::start(&["--config", config.to_str().unwrap(), "--kubeconfig", kubeconfig.to_str().unwrap()]);
+    let logs = sidecar.logs();
+    assert!(!proxy.refused_at().is_empty(), "the sidecar tried while the API server did not answer");
+    assert!(logs.contains("waiting for the API server"), "the wait was said; logs:\n{logs}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while sidecar.admin_get("/readyz").await.0 != 200 {
+        assert!(Instant::now() < deadline, "not ready within 60 s; logs:\n{}", sidecar.logs());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(sidecar);
+    let _ = std::fs::remove_dir_all(&dir);
+    namespace.delete().await;
+}
+
+/// What the API server refuses for good (a field selector on a field it cannot select by) stops
+/// the start with the config's status, naming the informer and saying what the server said,
+/// instead of an informer that retries forever while `/readyz` stays 503.
+#[tokio::test]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
+async fn k8s_a_selector_the_api_server_refuses_should_stop_the_start_with_status_2() {
+    let dir = std::env::temp_dir().join(control_plane::unique_name("wqs-refused-list"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("config.yaml");
+    std::fs::write(
+        &config,
+        "informers:\n  cms:\n    version: v1\n    kind: ConfigMap\n    field_selector: spec.replicas=1\n\
+         queues:\n  cms:\n    primary: cms\n",
+    )
+    .unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar"))
+        .args(["--config", config.to_str().unwrap()])
+        .args(["--kubeconfig", control_plane::kubeconfig_path().to_str().unwrap()])
+        .args(["--tcp", "127.0.0.1:0", "--admin", "off"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("informer \"cms\": the API server refuses its list") && stderr.contains("spec.replicas"),
+        "names the informer and the field the server refused: {stderr}"
+    );
+    assert!(!stderr.contains("listening"), "no port was bound: {stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -209,6 +209,52 @@ fn check_config_should_refuse_what_the_api_server_or_the_queue_would_refuse_late
 }
 
 #[test]
+fn an_unreachable_api_server_at_start_should_be_waited_for_with_progress_and_sigterm_should_end_the_wait() {
+    use std::io::{BufRead, BufReader};
+    let dir = std::env::temp_dir().join(format!("wqs-no-api-server-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // A port nothing listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{ name: c, cluster: {{ server: \"https://127.0.0.1:{port}\", \
+             insecure-skip-tls-verify: true }} }}]\nusers: [{{ name: u, user: {{ token: t }} }}]\n\
+             contexts: [{{ name: c, context: {{ cluster: c, user: u }} }}]\ncurrent-context: c\n"
+        ),
+    )
+    .unwrap();
+    let config = dir.join("config.yaml");
+    std::fs::write(&config, "informers:\n  cms: { version: v1, kind: ConfigMap }\nqueues:\n  q: { primary: cms }\n")
+        .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar"))
+        .args(["--config", config.to_str().unwrap(), "--kubeconfig", kubeconfig.to_str().unwrap()])
+        .args(["--tcp", "127.0.0.1:0", "--admin", "off"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines().map_while(Result::ok);
+    // Two attempts in a row, each said once: the wait goes on instead of
+    // exiting as a bad config would.
+    let waits: Vec<String> = lines.by_ref().filter(|line| line.contains("waiting for the API server")).take(2).collect();
+    assert_eq!(waits.len(), 2, "two attempts reported");
+    assert!(
+        waits.iter().all(|line| line.contains("informer=cms") && line.matches("Connection refused").count() == 1),
+        "each names the informer and says the cause once: {waits:#?}"
+    );
+    assert!(child.try_wait().unwrap().is_none(), "still waiting after two attempts");
+    let kill = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    let rest: Vec<String> = lines.collect();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "SIGTERM while waiting is a clean stop: {rest:#?}");
+    assert!(rest.iter().any(|line| line.contains("stopped before serving")), "{rest:#?}");
+    assert!(!rest.iter().chain(&waits).any(|line| line.contains("listening")), "no port was bound: {rest:#?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn check_config_should_print_a_summary_of_the_wiring_and_exit_zero() {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar"))
         .args(["--config", "deploy/overlays/users/config.yaml", "--check-config"])

@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use anyhow::Context;
+use tracing::info;
 
 /// A client from `kubeconfig`, else inferred.
 pub async fn kube_client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
@@ -16,5 +17,6 @@ pub async fn kube_client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Clie
         }
         None => kube::Config::infer().await.context("finding a Kubernetes config (give --kubeconfig)")?,
     };
+    info!(api_server = %config.cluster_url, "using the Kubernetes API server");
     kube::Client::try_from(config).context("building the Kubernetes client")
 }

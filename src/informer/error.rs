@@ -20,6 +20,12 @@ pub enum InformerStartError {
         #[source]
         source: Box<kube::Error>,
     },
+    /// The API server refuses the informer's list for good (a selector it
+    /// cannot apply, a kind that cannot be listed).
+    #[error(
+        "informer {informer:?}: the API server refuses its list: {reason}; check its label_selector and field_selector"
+    )]
+    ListRefused { informer: String, reason: String },
     /// The informer names a namespace but the resource is cluster-scoped.
     #[error("informer {informer:?}: {kind} is cluster-scoped; remove `namespace`")]
     NamespaceOnClusterScoped { informer: String, kind: String },

@@ -13,6 +13,7 @@
 //! - [`list_watch`], [`api_answer`], [`streaming_probe`], [`backoff`]: the one list and watch that drives the
 //!   writer (following the owned slots, when sharded), its answers read as (gzipped) bytes, whether the
 //!   server streams lists, and its bounded retry.
+//! - [`resolve`]: each informer's kind found and its list tried at start, waiting while the API server cannot answer.
 //! - [`registry`]: every informer's reader by name, and the writers started together; readiness.
 
 mod api_answer;
@@ -26,6 +27,7 @@ mod list_watch;
 mod object;
 mod protobuf;
 mod registry;
+mod resolve;
 mod resource_version;
 mod selector;
 mod shaping;

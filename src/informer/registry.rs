@@ -15,8 +15,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use kube::Client;
-use kube::api::GroupVersionKind;
-use kube::discovery::Scope;
 use tracing::info;
 
 use super::error::{CacheReadError, InformerStartError};
@@ -25,8 +23,7 @@ use super::shard_watch::ShardWatch;
 use super::shared::SharedInformer;
 use super::spec::{InformerSpec, QueueBinding};
 use super::writer::InformerWriter;
-use super::{list_watch, streaming_probe};
-use crate::discovery::is_unknown_kind;
+use super::{list_watch, resolve, streaming_probe};
 use crate::queue_registry::{Queue, QueueRegistry};
 
 /// The hold a queue carries until every informer it uses has synced.
@@ -91,30 +88,14 @@ impl InformerRegistry {
         watches.watches_opened = registry.watches_opened.clone();
         let mut writers = HashMap::new();
         for spec in specs {
-            let gvk = GroupVersionKind::gvk(&spec.group, &spec.version, &spec.kind);
-            let (resource, capabilities) = kube::discovery::pinned_kind(&client, &gvk).await.map_err(|source| {
-                if is_unknown_kind(&source) {
-                    InformerStartError::UnknownKind {
-                        informer: spec.name.clone(),
-                        api_version: spec.api_version(),
-                        kind: spec.kind.clone(),
-                    }
-                } else {
-                    InformerStartError::Discovery {
-                        informer: spec.name.clone(),
-                        api_version: spec.api_version(),
-                        kind: spec.kind.clone(),
-                        source: Box::new(source),
-                    }
-                }
-            })?;
-            let namespaced = capabilities.scope == Scope::Namespaced;
+            let (resource, namespaced) = resolve::discover(&client, spec).await?;
             if !namespaced && spec.namespace.is_some() {
                 return Err(InformerStartError::NamespaceOnClusterScoped {
                     informer: spec.name.clone(),
                     kind: spec.kind.clone(),
                 });
             }
+            resolve::try_list(&client, spec, &resource, namespaced).await?;
             let writer = InformerWriter::new(spec.clone(), resource, namespaced);
             registry.names.push(spec.name.clone());
             registry.informers.insert(spec.name.clone(), writer.informer().clone());

@@ -1,0 +1,108 @@
+//! An informer resolved at start: its kind found by discovery and one small list tried, waiting while the API server cannot answer.
+//!
+//! Both happen before any port is bound, so that what the API server will
+//! always refuse (a kind it does not serve, a field selector on a field it
+//! cannot select by) stops the start with the config's exit status, while an
+//! API server that is down, restarting or not yet reachable is waited for,
+//! as client-go's informers wait, instead of looking like a bad config.
+
+use std::future::Future;
+
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use kube::discovery::{ApiCapabilities, Scope};
+use tracing::warn;
+
+use super::backoff::WatchBackoff;
+use super::error::InformerStartError;
+use super::spec::InformerSpec;
+use crate::discovery::{is_refused_access, is_transient, is_unknown_kind};
+use crate::error_chain::one_line;
+
+/// The informer's resource and whether it is namespaced, found by discovery.
+pub(super) async fn discover(client: &Client, spec: &InformerSpec) -> Result<(ApiResource, bool), InformerStartError> {
+    let gvk = GroupVersionKind::gvk(&spec.group, &spec.version, &spec.kind);
+    // Discovery is open to every authenticated user: a refusal is about the
+    // credentials, which may be mounted or renewed shortly, so it is waited out.
+    let retried = |err: &kube::Error| is_transient(err) || is_refused_access(err);
+    let found = until_answered(spec, "discovering its kind", retried, || kube::discovery::pinned_kind(client, &gvk)).await;
+    let (resource, capabilities): (ApiResource, ApiCapabilities) = found.map_err(|source| {
+        if is_unknown_kind(&source) {
+            InformerStartError::UnknownKind {
+                informer: spec.name.clone(),
+                api_version: spec.api_version(),
+                kind: spec.kind.clone(),
+            }
+        } else {
+            InformerStartError::Discovery {
+                informer: spec.name.clone(),
+                api_version: spec.api_version(),
+                kind: spec.kind.clone(),
+                source: Box::new(source),
+            }
+        }
+    })?;
+    Ok((resource, capabilities.scope == Scope::Namespaced))
+}
+
+/// Lists one object's metadata as the informer will list, with its
+/// selectors, to learn whether the API server accepts them. A list it is
+/// forbidden is let through with a warning: its permission may be granted
+/// after the pod starts, and the informer retries until it is.
+pub(super) async fn try_list(
+    client: &Client,
+    spec: &InformerSpec,
+    resource: &ApiResource,
+    namespaced: bool,
+) -> Result<(), InformerStartError> {
+    let api: Api<DynamicObject> = match spec.namespace.as_deref().filter(|_| namespaced) {
+        Some(namespace) => Api::namespaced_with(client.clone(), namespace, resource),
+        None => Api::all_with(client.clone(), resource),
+    };
+    let params = ListParams {
+        label_selector: spec.label_selector.clone(),
+        field_selector: spec.field_selector.clone(),
+        limit: Some(1),
+        ..ListParams::default()
+    };
+    match until_answered(spec, "trying its list", is_transient, || api.list_metadata(&params)).await {
+        Ok(_) => Ok(()),
+        Err(err) if is_refused_access(&err) => {
+            warn!(informer = %spec.name, error = %said(&err), "the API server refuses this informer's list for now; its cache waits until it is allowed");
+            Ok(())
+        }
+        Err(err) => Err(InformerStartError::ListRefused { informer: spec.name.clone(), reason: said(&err) }),
+    }
+}
+
+/// What the API server said (its Status message and code), else the error's text.
+fn said(err: &kube::Error) -> String {
+    match err {
+        kube::Error::Api(status) => format!("{} ({})", status.message, status.code),
+        other => one_line(other),
+    }
+}
+
+/// `attempt`'s answer, tried again with backoff (a line each time) while
+/// its error is one to wait out (`retried`).
+async fn until_answered<T, F>(
+    spec: &InformerSpec,
+    step: &'static str,
+    retried: impl Fn(&kube::Error) -> bool,
+    mut attempt: impl FnMut() -> F,
+) -> Result<T, kube::Error>
+where
+    F: Future<Output = Result<T, kube::Error>>,
+{
+    let mut backoff = WatchBackoff::new();
+    loop {
+        match attempt().await {
+            Err(err) if retried(&err) => {
+                let wait = backoff.next().expect("the backoff never ends");
+                warn!(informer = %spec.name, step, error = %one_line(&err), retry_in = ?wait, "waiting for the API server");
+                tokio::time::sleep(wait).await;
+            }
+            answer => return answer,
+        }
+    }
+}
