@@ -24,6 +24,9 @@ pub const MAX_REASON_BYTES: usize = 512;
 /// cut (a stack trace's head is what a reader needs), never refused, so a
 /// worker's retry always lands.
 pub const MAX_ERROR_BYTES: usize = 4096;
+/// The shortest lease a worker may ask for: a few round trips, so that an
+/// extend can reach the sidecar before the lease ends.
+pub const SHORTEST_LEASE_TTL: Duration = Duration::from_millis(100);
 
 /// A key named in a request, checked: returned as given.
 pub fn key<'a>(field: &str, key: &'a str) -> Result<&'a str, ApiError> {
@@ -136,8 +139,14 @@ pub fn duration(field: &str, value: Option<prost_types::Duration>) -> Result<Opt
 /// queue's own `lease_ttl`).
 pub fn lease_ttl(field: &str, value: Option<prost_types::Duration>) -> Result<Option<Duration>, ApiError> {
     let ttl = duration(field, value)?;
-    if ttl.is_some_and(|ttl| ttl.is_zero()) {
-        return Err(ApiError::invalid(field, "must be greater than zero (leave it out for the queue's lease_ttl)"));
+    if ttl.is_some_and(|ttl| ttl < SHORTEST_LEASE_TTL) {
+        return Err(ApiError::invalid(
+            field,
+            format!(
+                "must be at least {SHORTEST_LEASE_TTL:?}: a shorter lease ends before its worker can extend it, and \
+                 each one counts a failure (leave it out for the queue's lease_ttl)"
+            ),
+        ));
     }
     Ok(ttl)
 }
@@ -191,10 +200,14 @@ mod tests {
     }
 
     #[test]
-    fn lease_ttl_should_refuse_zero_and_keep_absent_as_absent() {
+    fn lease_ttl_should_refuse_zero_and_too_short_and_keep_absent_as_absent() {
         let zero = prost_types::Duration { seconds: 0, nanos: 0 };
         let err = lease_ttl("lease_ttl", Some(zero)).unwrap_err();
-        assert!(err.to_string().starts_with("lease_ttl: must be greater than zero"), "{err}");
+        assert!(err.to_string().starts_with("lease_ttl: must be at least 100ms"), "{err}");
+        let nanosecond = prost_types::Duration { seconds: 0, nanos: 1 };
+        assert!(lease_ttl("lease_ttl", Some(nanosecond)).is_err(), "a lease that expires at once");
+        let shortest = prost_types::Duration { seconds: 0, nanos: 100_000_000 };
+        assert_eq!(lease_ttl("lease_ttl", Some(shortest)).unwrap(), Some(SHORTEST_LEASE_TTL));
         assert_eq!(lease_ttl("lease_ttl", None).unwrap(), None);
         let second = prost_types::Duration { seconds: 1, nanos: 0 };
         assert_eq!(lease_ttl("lease_ttl", Some(second)).unwrap(), Some(Duration::from_secs(1)));

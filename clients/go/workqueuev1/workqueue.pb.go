@@ -201,8 +201,8 @@ type Reason struct {
 	// triggers; the reason text given to Add, AddAfter or AddRateLimited;
 	// empty when there is nothing to name.
 	Source string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
-	// Free-form detail for people, e.g. the triggering object's kind and
-	// namespace/name; often empty (a retry's error text is in last_error).
+	// Reserved for detail for people; this sidecar leaves it empty (a
+	// retry's error text is in last_error, a trigger's informer in source).
 	Detail        string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -280,7 +280,8 @@ type Lease struct {
 	// NumRequeues).
 	Failures uint32 `protobuf:"varint,6,opt,name=failures,proto3" json:"failures,omitempty"`
 	// Why the key was queued, merged over every add since it was last handed
-	// out.
+	// out: each distinct reason once, in the order they first came, at most
+	// 16 (later ones are not kept).
 	Reasons []*Reason `protobuf:"bytes,7,rep,name=reasons,proto3" json:"reasons,omitempty"`
 	// When the key entered the ready queue for this round (the oldest of its
 	// merged adds): how long it waited is the grant time minus this.
@@ -859,8 +860,8 @@ type GetRequest struct {
 	// least one lease is granted.
 	Wait *durationpb.Duration `protobuf:"bytes,4,opt,name=wait,proto3" json:"wait,omitempty"`
 	// How long the leases last before they must be extended or finished;
-	// absent uses the queue's default, zero is refused. Kept within the
-	// server's bounds.
+	// absent uses the queue's default, shorter than 100ms is refused. Kept
+	// within the server's bounds.
 	LeaseTtl *durationpb.Duration `protobuf:"bytes,5,opt,name=lease_ttl,json=leaseTtl,proto3" json:"lease_ttl,omitempty"`
 	// Attach each key's cached object to its lease (Lease.object). Only for
 	// queues with a primary informer; ignored otherwise.
@@ -1615,8 +1616,8 @@ type ExtendRequest struct {
 	// The lease's fencing token.
 	Token uint64 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
 	// The new deadline is now + ttl; absent renews the lease by its own ttl
-	// (what it was granted, or last extended, with), zero is refused. Kept
-	// within the server's bounds.
+	// (what it was granted, or last extended, with), shorter than 100ms is
+	// refused. Kept within the server's bounds.
 	Ttl           *durationpb.Duration `protobuf:"bytes,4,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2120,7 +2121,7 @@ type KeyStateResponse struct {
 	LastError string `protobuf:"bytes,4,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
 	// Why it is queued or waiting; while held or settling, why it was added
 	// again when dirty, else empty (the lease carried its reasons to its
-	// worker).
+	// worker). At most 16, as on a Lease.
 	Reasons []*Reason `protobuf:"bytes,5,rep,name=reasons,proto3" json:"reasons,omitempty"`
 	// QUEUED: when it became ready.
 	QueuedSince *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=queued_since,json=queuedSince,proto3" json:"queued_since,omitempty"`
@@ -2600,8 +2601,8 @@ type WorkRequest_Open struct {
 	// sends nothing until a Credit arrives. Capped at Opened.max_credits.
 	Credits uint32 `protobuf:"varint,3,opt,name=credits,proto3" json:"credits,omitempty"`
 	// How long each lease lasts before it must be extended or finished;
-	// absent uses the queue's default, zero is refused. Kept within the
-	// server's bounds.
+	// absent uses the queue's default, shorter than 100ms is refused. Kept
+	// within the server's bounds.
 	LeaseTtl *durationpb.Duration `protobuf:"bytes,4,opt,name=lease_ttl,json=leaseTtl,proto3" json:"lease_ttl,omitempty"`
 	// Attach each key's cached object to its lease (Lease.object). Only for
 	// queues with a primary informer; ignored otherwise.
@@ -2875,8 +2876,8 @@ type WorkRequest_Extend struct {
 	// The lease's fencing token.
 	Token uint64 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
 	// The new deadline is now + ttl; absent renews the lease by its own ttl
-	// (Opened.lease_ttl, unless an Extend set another), zero is refused.
-	// Kept within the server's bounds.
+	// (Opened.lease_ttl, unless an Extend set another), shorter than 100ms
+	// is refused. Kept within the server's bounds.
 	Ttl           *durationpb.Duration `protobuf:"bytes,3,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -112,8 +112,8 @@ export interface Reason {
    */
   source: string;
   /**
-   * Free-form detail for people, e.g. the triggering object's kind and
-   * namespace/name; often empty (a retry's error text is in last_error).
+   * Reserved for detail for people; this sidecar leaves it empty (a
+   * retry's error text is in last_error, a trigger's informer in source).
    */
   detail: string;
 }
@@ -149,7 +149,8 @@ export interface Lease {
   failures: number;
   /**
    * Why the key was queued, merged over every add since it was last handed
-   * out.
+   * out: each distinct reason once, in the order they first came, at most
+   * 16 (later ones are not kept).
    */
   reasons: Reason[];
   /**
@@ -307,8 +308,8 @@ export interface GetRequest {
     | undefined;
   /**
    * How long the leases last before they must be extended or finished;
-   * absent uses the queue's default, zero is refused. Kept within the
-   * server's bounds.
+   * absent uses the queue's default, shorter than 100ms is refused. Kept
+   * within the server's bounds.
    */
   leaseTtl:
     | Duration
@@ -457,8 +458,8 @@ export interface ExtendRequest {
   token: bigint;
   /**
    * The new deadline is now + ttl; absent renews the lease by its own ttl
-   * (what it was granted, or last extended, with), zero is refused. Kept
-   * within the server's bounds.
+   * (what it was granted, or last extended, with), shorter than 100ms is
+   * refused. Kept within the server's bounds.
    */
   ttl: Duration | undefined;
 }
@@ -565,7 +566,7 @@ export interface KeyStateResponse {
   /**
    * Why it is queued or waiting; while held or settling, why it was added
    * again when dirty, else empty (the lease carried its reasons to its
-   * worker).
+   * worker). At most 16, as on a Lease.
    */
   reasons: Reason[];
   /** QUEUED: when it became ready. */
@@ -662,8 +663,8 @@ export interface WorkRequest_Open {
   credits: number;
   /**
    * How long each lease lasts before it must be extended or finished;
-   * absent uses the queue's default, zero is refused. Kept within the
-   * server's bounds.
+   * absent uses the queue's default, shorter than 100ms is refused. Kept
+   * within the server's bounds.
    */
   leaseTtl:
     | Duration
@@ -734,8 +735,8 @@ export interface WorkRequest_Extend {
   token: bigint;
   /**
    * The new deadline is now + ttl; absent renews the lease by its own ttl
-   * (Opened.lease_ttl, unless an Extend set another), zero is refused.
-   * Kept within the server's bounds.
+   * (Opened.lease_ttl, unless an Extend set another), shorter than 100ms
+   * is refused. Kept within the server's bounds.
    */
   ttl: Duration | undefined;
 }
