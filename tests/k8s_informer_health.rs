@@ -170,6 +170,14 @@ async fn k8s_after_a_30s_outage_the_informer_should_be_back_within_seconds_and_s
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
+    // The outage's warnings end with a line saying it is over (the log reader may lag a little).
+    let said_over = |logs: &str| logs.matches("list and watch answered again").count();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while said_over(&sidecar.logs()) == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let logs = sidecar.logs();
+    assert_eq!(said_over(&logs), 1, "the outage's end said once; logs:\n{logs}");
     let name = control_plane::unique_name("after");
     let object: ConfigMap = serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
     namespace.api::<ConfigMap>().create(&PostParams::default(), &object).await.unwrap();

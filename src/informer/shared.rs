@@ -15,6 +15,7 @@ use kube::api::ApiResource;
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 use tokio::sync::watch;
 use tokio::time::Instant;
+use tracing::info;
 
 use super::change::{ChangeCounts, ChangeKind};
 use super::error::CacheReadError;
@@ -117,7 +118,12 @@ impl SharedInformer {
     /// The watch delivered something (an event, a list's start or end) or a
     /// watch request was answered: the cache is current again.
     pub fn on_watch_progress(&self) {
-        *self.failing_since.lock() = None;
+        let failed_since = self.failing_since.lock().take();
+        // Said once per outage: its failures each logged a warning, and
+        // without this line nothing says that they stopped.
+        if let Some(since) = failed_since {
+            info!(informer = %self.name(), failing_for = ?since.elapsed(), "list and watch answered again");
+        }
     }
 
     /// A list or watch request failed; the watcher retries after its backoff.
