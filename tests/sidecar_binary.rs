@@ -237,7 +237,8 @@ fn an_unreachable_api_server_at_start_should_be_waited_for_with_progress_and_sig
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines().map_while(Result::ok);
     // Two attempts in a row, each said once: the wait goes on instead of
     // exiting as a bad config would.
-    let waits: Vec<String> = lines.by_ref().filter(|line| line.contains("waiting for the API server")).take(2).collect();
+    let waits: Vec<String> =
+        lines.by_ref().filter(|line| line.contains("waiting for the API server")).take(2).collect();
     assert_eq!(waits.len(), 2, "two attempts reported");
     assert!(
         waits.iter().all(|line| line.contains("informer=cms") && line.matches("Connection refused").count() == 1),

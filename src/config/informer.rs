@@ -136,9 +136,10 @@ impl SelectorSyntax for FieldSyntax {
         let selector = FieldSelector::parse(text)?;
         // Of `metadata`, the API server selects every kind by these two only;
         // other fields are each kind's own, for the server to say at start.
-        let unknown = selector.terms().iter().map(|t| t.field.as_str()).find(|field| {
-            field.starts_with("metadata.") && !matches!(*field, "metadata.name" | "metadata.namespace")
-        });
+        let unknown =
+            selector.terms().iter().map(|t| t.field.as_str()).find(|field| {
+                field.starts_with("metadata.") && !matches!(*field, "metadata.name" | "metadata.namespace")
+            });
         match unknown {
             Some(field) => Err(format!(
                 "{field:?} cannot be selected by: of metadata, only metadata.name and metadata.namespace can"

@@ -25,7 +25,8 @@ pub(super) async fn discover(client: &Client, spec: &InformerSpec) -> Result<(Ap
     // Discovery is open to every authenticated user: a refusal is about the
     // credentials, which may be mounted or renewed shortly, so it is waited out.
     let retried = |err: &kube::Error| is_transient(err) || is_refused_access(err);
-    let found = until_answered(spec, "discovering its kind", retried, || kube::discovery::pinned_kind(client, &gvk)).await;
+    let found =
+        until_answered(spec, "discovering its kind", retried, || kube::discovery::pinned_kind(client, &gvk)).await;
     let (resource, capabilities): (ApiResource, ApiCapabilities) = found.map_err(|source| {
         if is_unknown_kind(&source) {
             InformerStartError::UnknownKind {
