@@ -39,6 +39,22 @@ fn kubeconfig_via(port: u16, dir: &std::path::Path) -> std::path::PathBuf {
     path
 }
 
+/// A scratch directory `prefix-…` holding `config.yaml` with `yaml`: the directory and the file.
+fn scratch_config(prefix: &str, yaml: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(control_plane::unique_name(prefix));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("config.yaml");
+    std::fs::write(&config, yaml).unwrap();
+    (dir, config)
+}
+
+/// A config whose one informer, `cms`, lists the ConfigMaps of `namespace` into the queue `cms`.
+fn configmaps_of(namespace: &str) -> String {
+    format!(
+        "informers:\n  cms:\n    version: v1\n    kind: ConfigMap\n    namespace: {namespace}\nqueues:\n  cms:\n    primary: cms\n"
+    )
+}
+
 fn apiserver_port() -> u16 {
     let kubeconfig = Kubeconfig::read_from(control_plane::kubeconfig_path()).unwrap();
     let server = kubeconfig.clusters[0].cluster.as_ref().unwrap().server.clone().unwrap();
@@ -52,20 +68,14 @@ async fn k8s_readyz_should_answer_503_until_every_informer_has_synced_behind_a_s
     let client = control_plane::client().await;
     let namespace = TestNamespace::create(&client, "readyz").await;
     let proxy = Proxy::start_delayed(apiserver_port(), CONNECT_DELAY).await;
-    let dir = std::env::temp_dir().join(control_plane::unique_name("wqs-readyz"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let yaml = format!(
+        "informers:\n  cms:\n    version: v1\n    kind: ConfigMap\n    namespace: {ns}\n  \
+         secrets:\n    version: v1\n    kind: ServiceAccount\n    namespace: {ns}\n    metadata_only: true\n\
+         queues:\n  cms:\n    primary: cms\n",
+        ns = namespace.name()
+    );
+    let (dir, config) = scratch_config("wqs-readyz", &yaml);
     let kubeconfig = kubeconfig_via(proxy.port, &dir);
-    let config = dir.join("config.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "informers:\n  cms:\n    version: v1\n    kind: ConfigMap\n    namespace: {ns}\n  \
-             secrets:\n    version: v1\n    kind: ServiceAccount\n    namespace: {ns}\n    metadata_only: true\n\
-             queues:\n  cms:\n    primary: cms\n",
-            ns = namespace.name()
-        ),
-    )
-    .unwrap();
     let sidecar = Sidecar::start(&["--config", config.to_str().unwrap(), "--kubeconfig", kubeconfig.to_str().unwrap()]);
 
     // Poll from the moment the admin port serves. Every 200 must come after both informers'
@@ -115,19 +125,8 @@ async fn k8s_after_a_30s_outage_the_informer_should_be_back_within_seconds_and_s
     let client = control_plane::client().await;
     let namespace = TestNamespace::create(&client, "outage").await;
     let proxy = Proxy::start(apiserver_port()).await;
-    let dir = std::env::temp_dir().join(control_plane::unique_name("wqs-outage"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let (dir, config) = scratch_config("wqs-outage", &configmaps_of(namespace.name()));
     let kubeconfig = kubeconfig_via(proxy.port, &dir);
-    let config = dir.join("config.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "informers:\n  cms:\n    version: v1\n    kind: ConfigMap\n    namespace: {}\n\
-             queues:\n  cms:\n    primary: cms\n",
-            namespace.name()
-        ),
-    )
-    .unwrap();
     let sidecar = Sidecar::start(&["--config", config.to_str().unwrap(), "--kubeconfig", kubeconfig.to_str().unwrap()]);
     let deadline = Instant::now() + Duration::from_secs(60);
     while sidecar.admin_get("/readyz").await.0 != 200 {
@@ -220,18 +219,8 @@ async fn k8s_a_sidecar_started_before_its_api_server_answers_should_wait_for_it_
     let namespace = TestNamespace::create(&client, "late-apiserver").await;
     let proxy = std::sync::Arc::new(Proxy::start(apiserver_port()).await);
     proxy.cut().await;
-    let dir = std::env::temp_dir().join(control_plane::unique_name("wqs-late-apiserver"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let (dir, config) = scratch_config("wqs-late-apiserver", &configmaps_of(namespace.name()));
     let kubeconfig = kubeconfig_via(proxy.port, &dir);
-    let config = dir.join("config.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "informers:\n  cms:\n    version: v1\n    kind: ConfigMap\n    namespace: {}\nqueues:\n  cms:\n    primary: cms\n",
-            namespace.name()
-        ),
-    )
-    .unwrap();
     // The API server answers from 3 s after the start; `Sidecar::start` waits until it listens.
     let opener = proxy.clone();
     tokio::spawn(async move {
@@ -258,15 +247,11 @@ async fn k8s_a_sidecar_started_before_its_api_server_answers_should_wait_for_it_
 #[tokio::test]
 #[ignore = "needs a control plane: hack/test runs it with --ignored"]
 async fn k8s_a_selector_the_api_server_refuses_should_stop_the_start_with_status_2() {
-    let dir = std::env::temp_dir().join(control_plane::unique_name("wqs-refused-list"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("config.yaml");
-    std::fs::write(
-        &config,
+    let (dir, config) = scratch_config(
+        "wqs-refused-list",
         "informers:\n  cms:\n    version: v1\n    kind: ConfigMap\n    field_selector: spec.replicas=1\n\
          queues:\n  cms:\n    primary: cms\n",
-    )
-    .unwrap();
+    );
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar"))
         .args(["--config", config.to_str().unwrap()])
         .args(["--kubeconfig", control_plane::kubeconfig_path().to_str().unwrap()])
