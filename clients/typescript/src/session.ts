@@ -35,8 +35,12 @@ class Held {
   readonly lostController = new AbortController();
   /** The lease ended without this worker; its result is discarded. */
   lost = false;
-  /** The reconcile took a slot (it runs, or ran). */
+  /** The reconcile took a slot (it runs, or ran, or waits for its key). */
   started = false;
+  /** It has a slot and waits for an earlier reconcile of its key, still running here, to return. */
+  waitingForKey = false;
+  /** Aborts on the loss or a stop: the lease no longer waits for its key, and never starts. */
+  readonly keyWait = new AbortController();
   /** The lease's end by the local clock, epoch ms (see leaseDeadline). */
   deadline = 0;
   expiry: NodeJS.Timeout | undefined;
@@ -54,6 +58,7 @@ class Held {
     this.lost = true;
     // Nothing to extend or wait for any more, even if the reconcile never returns.
     this.stopTimers();
+    this.keyWait.abort();
     const error = new LeaseLostError(this.key, why);
     this.lostController.abort(error);
     if (!this.controller.signal.aborted) this.controller.abort(error);
@@ -298,13 +303,36 @@ export class Session {
     else h.askToStop(c.message);
   }
 
-  /** Runs one lease's reconcile once it has a slot, then finishes the lease. */
+  /**
+   * Runs one lease's reconcile once it has a slot and no earlier reconcile
+   * of its key runs in this process, then finishes the lease.
+   */
   private async start(h: Held, req: Request): Promise<void> {
     h.started = true;
-    // A lease that expired while it waited for a slot (or while this process
-    // was stopped) may be another worker's by now: never start it.
-    if (h.lost || leaseExpired(h.deadline, Date.now())) {
+    let releaseKey = h.lost ? undefined : this.worker.claimKey(h.key);
+    if (releaseKey === undefined && !h.lost) {
+      // An earlier reconcile of the key still runs here (its lease lost, its
+      // signal ignored): wait for it, keeping the slot, so that one key
+      // never runs twice at once in this process.
+      h.waitingForKey = true;
+      releaseKey = await this.worker.waitForKey(h.key, h.keyWait.signal);
+      h.waitingForKey = false;
+      if (releaseKey === undefined && !h.lost) {
+        // The worker is stopping: never started, it goes back when the stream closes.
+        this.worker.release(this);
+        this.forget(h);
+        return;
+      }
+    }
+    // A lease lost or expired while it waited for a slot or for its key (or
+    // while this process was stopped) may be another worker's by now: never
+    // start it.
+    if (releaseKey === undefined || h.lost || leaseExpired(h.deadline, Date.now())) {
+      releaseKey?.();
       if (!h.lost) this.worker.log.warn("lease expired before its reconcile could start; not reconciled", { key: h.key });
+      else if (releaseKey === undefined) {
+        this.worker.log.info("lease lost while it waited for the earlier reconcile of its key; not reconciled", { key: h.key });
+      }
       h.lose("expired");
       this.worker.release(this);
       this.finishLost(h);
@@ -317,6 +345,7 @@ export class Session {
     } catch (error) {
       outcome = { ok: false, error };
     }
+    releaseKey();
     this.worker.release(this);
     this.finish(h, outcome);
     this.forget(h);
@@ -423,14 +452,18 @@ export class Session {
     const log = this.worker.log;
     this.detach();
     this.stopping = true;
+    let waiting = 0;
     for (const h of [...this.leases.values()]) {
       if (!h.started) {
         this.worker.unqueue(h); // never started; goes back when the stream closes
         this.forget(h);
+      } else if (h.waitingForKey) {
+        h.keyWait.abort(); // never started either: start() gives its slot back and forgets it
+        waiting++;
       }
     }
     const timeoutMs = this.worker.stopTimeout;
-    log.info("stopping: no new keys; waiting for running reconciles", { running: this.leases.size, timeoutMs });
+    log.info("stopping: no new keys; waiting for running reconciles", { running: this.leases.size - waiting, timeoutMs });
     const idle = new Promise<"idle">((resolve) => {
       this.idle = () => resolve("idle");
       if (this.leases.size === 0) resolve("idle");

@@ -44,6 +44,13 @@ export class Worker {
   /** Reconciles running now, across sessions: a reconcile still running when its stream broke keeps its slot. */
   private running = 0;
   private readonly waiters: Waiter[] = [];
+  /**
+   * The keys reconciling in this process, each with a promise that resolves
+   * when its reconcile returns. A lease for a key whose earlier reconcile
+   * still runs (its lease lost, its signal ignored, and it has not returned)
+   * waits for it: one key never runs twice at once here.
+   */
+  private readonly keys = new Map<string, Promise<void>>();
   /** The session whose window grows when an older session's reconcile frees a slot. */
   current: Session | undefined;
 
@@ -101,6 +108,45 @@ export class Worker {
       start();
     } else {
       this.waiters.push({ lease, start });
+    }
+  }
+
+  /**
+   * Claims key if no other reconcile of it runs in this process: returns
+   * what ends the claim, or undefined when the key is busy.
+   */
+  claimKey(key: string): (() => void) | undefined {
+    if (this.keys.has(key)) return undefined;
+    let done: () => void = () => {};
+    this.keys.set(key, new Promise<void>((resolve) => (done = resolve)));
+    return () => {
+      this.keys.delete(key);
+      done();
+    };
+  }
+
+  /**
+   * Waits until no other reconcile of key runs in this process and claims
+   * it (see claimKey); undefined when cancel aborts first (the lease was
+   * lost, or the worker is stopping, while it waited).
+   */
+  async waitForKey(key: string, cancel: AbortSignal): Promise<(() => void) | undefined> {
+    for (;;) {
+      if (cancel.aborted) return undefined;
+      const claim = this.claimKey(key);
+      if (claim !== undefined) return claim;
+      this.log.info("waiting for the earlier reconcile of this key to return (its lease was lost, and it ignores its signal)", {
+        queue: this.queue,
+        key,
+      });
+      let onAbort: () => void = () => {};
+      const aborted = new Promise<void>((resolve) => (onAbort = resolve));
+      cancel.addEventListener("abort", onAbort, { once: true });
+      try {
+        await Promise.race([this.keys.get(key), aborted]);
+      } finally {
+        cancel.removeEventListener("abort", onAbort);
+      }
     }
   }
 

@@ -1,17 +1,18 @@
 // The Work stream's session driven directly, over a fake call (no sidecar):
-// what it asks for in Open and what it makes of Opened.ackFailuresOnly.
+// what it asks for in Open, what it makes of Opened.ackFailuresOnly, and a
+// lease whose key's earlier reconcile still runs.
 import assert from "node:assert/strict";
 import { EventEmitter } from "node:events";
 import { test } from "node:test";
 
 import type { ClientDuplexStream } from "@grpc/grpc-js";
 
-import type { WorkRequest, WorkResponse } from "../src/gen/workqueue/v1/workqueue.js";
+import { Lease, type WorkRequest, type WorkResponse } from "../src/gen/workqueue/v1/workqueue.js";
 import { LostFinishes } from "../src/lost-finishes.js";
 import { Session } from "../src/session.js";
 import { toDuration } from "../src/time.js";
-import type { Worker } from "../src/worker.js";
-import { RecordingLogger, sleep } from "./sidecar.js";
+import { Worker } from "../src/worker.js";
+import { eventually, RecordingLogger, sleep } from "./sidecar.js";
 
 /** A Work call that records what is written and hands the session what a test sends. */
 class FakeCall extends EventEmitter {
@@ -103,4 +104,52 @@ test("LostFinishes drops tokens in the order they went out, once forgetAfter has
   assert.equal(lost.nextExpiry(), 3_500);
   assert.ok(lost.answered(2n) && !lost.answered(2n));
   assert.equal(lost.nextExpiry(), undefined);
+});
+
+test("a lease for a key whose lost reconcile still runs waits in its slot, and is never started if lost meanwhile", async () => {
+  const call = new FakeCall();
+  const log = new RecordingLogger();
+  const started: bigint[] = [];
+  let release: () => void = () => {};
+  const released = new Promise<void>((resolve) => (release = resolve));
+  const reconcile = async (req: { token: bigint }): Promise<void> => {
+    started.push(req.token);
+    if (req.token === 1n) await released; // ignores its signal
+  };
+  // No client: a Session reaches the sidecar only through its call.
+  const worker = new Worker(undefined as never, "q", "test", reconcile, { concurrency: 3 }, log);
+  const session = new Session(worker, call as unknown as ClientDuplexStream<WorkRequest, WorkResponse>);
+  const open = session.open(new AbortController().signal);
+  call.receive({ kind: { $case: "opened", value: { leaseTtl: toDuration(30_000), maxCredits: 100, credits: 3, ackFailuresOnly: true } } });
+  await open;
+  const lease = (token: bigint): void =>
+    call.receive({ kind: { $case: "lease", value: Lease.fromPartial({ key: "a", token, ttl: toDuration(30_000) }) } });
+  const revoke = (token: bigint): void =>
+    call.receive({ kind: { $case: "cancel", value: { key: "a", token, revoked: true, message: "expired" } } });
+  const finishes = (): { token: bigint; outcome: string | undefined }[] =>
+    call.written.flatMap((m) => (m.kind?.$case === "finish" ? [{ token: m.kind.value.token, outcome: m.kind.value.outcome?.$case }] : []));
+
+  lease(1n);
+  await eventually("the first reconcile to start", () => started.length === 1);
+  revoke(1n); // lost; its reconcile goes on
+  lease(2n);
+  await eventually("the second lease to wait for the key", () => log.has("waiting for the earlier reconcile", "a"));
+  assert.equal(worker.freeSlots(), 1, "the waiting lease does not hold its slot");
+  revoke(2n); // lost while it waits
+  await eventually("the lost waiting lease to be answered", () => finishes().some((f) => f.token === 2n));
+  assert.deepEqual(finishes(), [{ token: 2n, outcome: "retry" }]);
+  assert.equal(worker.freeSlots(), 2, "the lost waiting lease kept its slot");
+  lease(3n);
+  await sleep(50);
+  assert.deepEqual(started, [1n], "a lease started while an earlier reconcile of its key ran");
+  release();
+  await eventually("the third lease to start once the first reconcile returned", () => started.length === 2);
+  assert.deepEqual(started, [1n, 3n], "the lease lost while it waited was started");
+  await eventually("the third lease to finish", () => finishes().some((f) => f.token === 3n));
+  assert.deepEqual(finishes(), [
+    { token: 2n, outcome: "retry" },
+    { token: 1n, outcome: "retry" },
+    { token: 3n, outcome: "success" },
+  ]);
+  call.cancel();
 });

@@ -290,6 +290,37 @@ test("C6 nothing past the deadline: a lease past its deadline is never started, 
   assert.ok(otherFirst.req.has("LEASE_EXPIRED"), `other key first reconciled with ${JSON.stringify(otherFirst.req.reasons)}`);
 });
 
+test("one key is never reconciled twice at once in a process: a lease for a key whose lost reconcile still runs waits for it", async (t) => {
+  const f = new Fixture(t);
+  const sidecar = await f.sidecar({ config: SHORT_LEASES });
+  const client = await f.client(sidecar.target);
+  const q = client.queue("default");
+  const rec = new Recorder(async (_req, n) => {
+    if (n === 0) await sleep(3_500); // ignores req.signal, lease lost or not
+  });
+  await q.add("a");
+  // A window of 2: the key, once expired, comes back to this worker's free slot.
+  runWorker(f, client, "default", rec.reconcile, { concurrency: 2 });
+  await eventually("the first reconcile to start", () => rec.of("a").length === 1);
+  // The sidecar stalls past the lease (TTL 1 s): the worker loses it, the
+  // sidecar expires it once it runs again and hands the key out again while
+  // the first reconcile still runs.
+  sidecar.process.kill("SIGSTOP");
+  try {
+    await sleep(2_000);
+  } finally {
+    sidecar.process.kill("SIGCONT");
+  }
+  const returned = (): boolean => rec.of("a").length >= 2 && rec.of("a").every((a) => a.end !== undefined);
+  await eventually("the key to be reconciled again, and both reconciles to return", returned, 20_000);
+  const [first, second] = rec.of("a");
+  assert.ok(first!.abortReason instanceof LeaseLostError, `the first lease was not lost: ${String(first!.abortReason)}`);
+  assert.ok(
+    second!.start >= first!.end!,
+    `a's second reconcile started ${first!.end! - second!.start} ms before its first returned`,
+  );
+});
+
 test("C7 graceful stop: the running reconcile finishes and counts, unstarted keys go back at once with no failure", async (t) => {
   const f = new Fixture(t);
   const client = await f.client((await f.sidecar()).target);
