@@ -180,6 +180,59 @@ def test_a_sync_reconcile_running_past_drain_timeout_should_keep_its_lease_until
 
 
 # conformance: C7
+def test_one_key_should_never_be_reconciled_twice_at_once_in_a_sync_run(start_sidecar: StartSidecar) -> None:
+    # The sidecar stalls past the lease: the worker loses it while the thread
+    # of its first reconcile still runs (a thread cannot be interrupted), and
+    # the key comes back to the free thread. It waits for the first to return.
+    sidecar = start_sidecar(config=SHORT_LEASES)
+    stop = threading.Event()
+    lock = threading.Lock()
+    #: [start, end] of each reconcile of the key, by time.monotonic().
+    runs: list[list[float]] = []
+
+    def reconcile(request: Request) -> None:
+        with lock:
+            n = len(runs)
+            runs.append([time.monotonic(), float("inf")])
+        if n == 0:
+            time.sleep(3)  # cancelled or not
+        with lock:
+            runs[n][1] = time.monotonic()
+
+    def done() -> bool:
+        with lock:
+            return len(runs) >= 2 and runs[1][1] != float("inf")
+
+    with SyncClient.connect(sidecar.target) as client:
+        client.add("default", "ns/a")
+        worker = threading.Thread(
+            target=client.run, args=("default", reconcile), kwargs={"concurrency": 2, "stop": stop}
+        )
+        worker.start()
+        try:
+            deadline = time.monotonic() + 10
+            while not runs and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert runs, "ns/a was not reconciled"
+            sidecar.signal(signal.SIGSTOP)
+            try:
+                time.sleep(2)
+            finally:
+                sidecar.signal(signal.SIGCONT)
+            deadline = time.monotonic() + 20
+            while not done() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert done(), runs
+        finally:
+            stop.set()
+            worker.join(15)
+        assert not worker.is_alive()
+    first, second = runs[:2]
+    assert second[0] >= first[1], (
+        f"ns/a's second reconcile started {first[1] - second[0]:.3f}s before its first returned"
+    )
+
+
 def test_sync_run_should_stop_gracefully_on_sigterm(sidecar: Sidecar) -> None:
     """A pod's container gets SIGTERM: the worker finishes its running reconcile and exits 0."""
     program = Path(__file__).parent / "programs" / "sync_worker.py"

@@ -399,6 +399,97 @@ async def test_concurrency_should_limit_reconciles_running_at_once(client: Clien
     assert sorted(finished) == sorted(keys)
 
 
+async def test_one_key_should_never_be_reconciled_twice_at_once_in_a_run(start_sidecar: StartSidecar) -> None:
+    # The sidecar stalls past the lease: the worker loses it, the sidecar
+    # expires it, and the key comes back to this worker's free slot while
+    # its first reconcile, which ignores its cancellation, still runs. The
+    # second waits for the first to return.
+    sidecar = start_sidecar(config=SHORT_LEASES)
+    #: [start, end] of each reconcile of the key, by time.monotonic().
+    runs: list[list[float]] = []
+
+    async def reconcile(request: Request) -> None:
+        n = len(runs)
+        runs.append([time.monotonic(), float("inf")])
+        try:
+            if n == 0:
+                until = runs[0][0] + 3
+                while (left := until - time.monotonic()) > 0:
+                    try:
+                        await asyncio.sleep(left)
+                    except asyncio.CancelledError:
+                        pass  # ignores its cancellation, lease lost or not
+        finally:
+            runs[n][1] = time.monotonic()
+
+    async with Client.connect(sidecar.target) as client:
+        await client.add("default", "ns/a")
+        async with running(client, "default", reconcile, concurrency=2):
+            await eventually(lambda: len(runs) == 1, timeout=10)
+            sidecar.signal(signal.SIGSTOP)
+            try:
+                await asyncio.sleep(2)
+            finally:
+                sidecar.signal(signal.SIGCONT)
+            await eventually(lambda: len(runs) == 2 and runs[1][1] != float("inf"), timeout=20)
+    first, second = runs[:2]
+    assert second[0] >= first[1], (
+        f"ns/a's second reconcile started {first[1] - second[0]:.3f}s before its first returned"
+    )
+
+
+async def test_a_lease_lost_while_waiting_for_the_earlier_reconcile_of_its_key_should_not_start(
+    start_sidecar: StartSidecar, caplog: pytest.LogCaptureFixture
+) -> None:
+    # As above, and the sidecar stalls again while the second lease waits for
+    # the first reconcile: that lease is lost before it started, so it never
+    # starts; the third waits in turn and runs once the first returned.
+    sidecar = start_sidecar(config=SHORT_LEASES)
+    release = asyncio.Event()
+    #: Each reconcile of the key: its request, and [start, end] by time.monotonic().
+    runs: list[tuple[Request, list[float]]] = []
+
+    async def reconcile(request: Request) -> None:
+        n = len(runs)
+        runs.append((request, [time.monotonic(), float("inf")]))
+        try:
+            while n == 0 and not release.is_set():
+                try:
+                    await release.wait()
+                except asyncio.CancelledError:
+                    pass  # ignores its cancellation
+        finally:
+            runs[n][1][1] = time.monotonic()
+
+    def waiting() -> int:
+        return sum("waiting for the earlier reconcile of 'ns/a'" in r.getMessage() for r in caplog.records)
+
+    async def stall() -> None:
+        sidecar.signal(signal.SIGSTOP)
+        try:
+            await asyncio.sleep(2)
+        finally:
+            sidecar.signal(signal.SIGCONT)
+
+    async with Client.connect(sidecar.target) as client:
+        await client.add("default", "ns/a")
+        async with running(client, "default", reconcile, concurrency=2):
+            await eventually(lambda: len(runs) == 1, timeout=10)
+            await stall()
+            await eventually(lambda: waiting() == 1, timeout=20)
+            await stall()  # the waiting lease is lost
+            await eventually(lambda: waiting() == 2, timeout=20)
+            assert len(runs) == 1
+            release.set()
+            await eventually(lambda: len(runs) == 2 and runs[1][1][1] != float("inf"), timeout=20)
+            await eventually(lambda: _phase(client, "ns/a", KeyPhase.ABSENT))
+    assert len(runs) == 2
+    (_, first), (second_request, second) = runs
+    assert second[0] >= first[1], f"the second reconcile started {first[1] - second[0]:.3f}s before the first returned"
+    # Two leases expired: the first reconcile's, and the one never started.
+    assert second_request.failures == 2, second_request
+
+
 # conformance: C8
 async def test_a_broken_stream_should_cancel_reconciles_and_reconnect(start_sidecar: StartSidecar) -> None:
     first = start_sidecar()

@@ -7,6 +7,11 @@ writes (gRPC allows one write at a time); ``concurrency`` worker tasks take
 leases from one queue and run the reconciles; and one timer handle (the
 stream's tick) sends the extends of every held lease and cancels the
 reconcile of a lease whose deadline passed unextended.
+
+One key never runs twice at once in a ``Worker`` (one ``Client.run``, across
+its streams): a lease for a key whose earlier reconcile still runs (its lease
+lost, its cancellation ignored, or a ``SyncClient.run`` thread) waits for it
+in its pool task, extended meanwhile, before it starts (see ``Worker.reconciling``).
 """
 
 from __future__ import annotations
@@ -61,7 +66,17 @@ class _StreamBroken(Exception):
 class _Held:
     """A lease this stream is working on."""
 
-    __slots__ = ("request", "deadline", "next_extend", "runner", "interrupted", "lost", "cancel", "cancelled_by_stop")
+    __slots__ = (
+        "request",
+        "deadline",
+        "next_extend",
+        "runner",
+        "waiting",
+        "interrupted",
+        "lost",
+        "cancel",
+        "cancelled_by_stop",
+    )
 
     def __init__(self, request: Request) -> None:
         self.request = request
@@ -71,8 +86,11 @@ class _Held:
         self.deadline = 0.0
         #: When the stream's tick sends this lease's next Extend (loop.time()).
         self.next_extend = float("inf")
-        #: The pool task running the reconcile, while it runs.
+        #: The pool task running the reconcile, while it runs, or while it
+        #: waits for an earlier reconcile of the key to return.
         self.runner: asyncio.Task[None] | None = None
+        #: Its pool task waits for an earlier reconcile of the key to return.
+        self.waiting = False
         #: The runner was cancelled for this lease (once: it is uncancelled once).
         self.interrupted = False
         #: Why the lease ended on the sidecar's side (revoked, extend refused): the
@@ -128,6 +146,12 @@ class Worker:
     leftover: set[asyncio.Task[None]] = field(default_factory=set)
     #: The stream now open, which gets a leftover's slot back when it ends.
     current: _Stream | None = None
+    #: The keys whose reconcile runs in this worker (on any of its streams,
+    #: a broken one's leftovers too), each with an event set when it returns.
+    #: A lease for a key whose earlier reconcile still runs (its lease lost,
+    #: its cancellation ignored) waits for it: one key never runs twice at
+    #: once here.
+    reconciling: dict[str, asyncio.Event] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -146,6 +170,12 @@ class Worker:
         for task in tasks:
             self.leftover.add(task)
             task.add_done_callback(self._leftover_done)
+
+    def release(self, key: str) -> None:
+        """Ends the claim on ``key`` that _Stream._claim made: its reconcile returned."""
+        ended = self.reconciling.pop(key, None)
+        if ended is not None:
+            ended.set()
 
     def _leftover_done(self, task: asyncio.Task[None]) -> None:
         self.leftover.discard(task)
@@ -458,16 +488,17 @@ class _Stream:
                 # Not started: the key goes back when the stream closes.
                 self.held.pop(request.token, None)
                 continue
-            if held.lost is None and held.expired():
-                # It expired before it could start (read late: this process was
-                # stopped, say): another worker may hold the key by now.
-                self._lose(held, "the lease expired before its reconcile could start")
-            if held.lost is not None or held.cancel is not None:
-                # Lost or cancelled before it started: it is not started.
+            if not await self._claim(held, me):
                 self.held.pop(request.token, None)
-                finish = self._finish(held, None, None, cancelled=True)
-                if finish is not None:
-                    self.send(finish)
+                if held.lost is not None or held.cancel is not None:
+                    # Lost or cancelled before it started (before a task took
+                    # it, or while it waited for the earlier reconcile of its
+                    # key): it is not started.
+                    finish = self._finish(held, None, None, cancelled=True)
+                    if finish is not None:
+                        self.send(finish)
+                # Else the worker stops: not started, it goes back when the
+                # stream closes.
                 continue
             held.runner = me
             self.running += 1
@@ -492,6 +523,7 @@ class _Stream:
                 if isinstance(err, (SystemExit, KeyboardInterrupt)):
                     escaping = err
             finally:
+                self.worker.release(request.key)
                 held.runner = None
                 self.running -= 1
                 self.held.pop(request.token, None)
@@ -506,6 +538,47 @@ class _Stream:
                 self.send(finish)
             if escaping is not None:
                 raise escaping
+
+    async def _claim(self, held: _Held, me: asyncio.Task[None]) -> bool:
+        """Claims the lease's key for its reconcile, first waiting for the earlier
+        reconcile of the key in this worker to return, if one still runs (its lease
+        lost, its cancellation ignored); the lease is extended meanwhile. False,
+        nothing claimed, when the lease is lost or cancelled first, expired (read
+        late: this process was stopped, say; another worker may hold the key by
+        now), or the worker stops."""
+        reconciling = self.worker.reconciling
+        key = held.request.key
+        logged = False
+        while True:
+            if held.lost is None and held.expired():
+                self._lose(held, "the lease expired before its reconcile could start")
+            if held.lost is not None or held.cancel is not None or self.stopping:
+                return False
+            earlier = reconciling.get(key)
+            if earlier is None:
+                reconciling[key] = asyncio.Event()
+                return True
+            if not logged:
+                logged = True
+                logger.info(
+                    "waiting for the earlier reconcile of %r in queue %r to return "
+                    "(its lease was lost, and it ignores its cancellation)",
+                    key,
+                    self.worker.queue,
+                )
+            # Lost, cancelled or stopped meanwhile, held.interrupt() cancels
+            # this task: it wakes, and the lease is not started.
+            held.runner = me
+            held.waiting = True
+            try:
+                await earlier.wait()
+            except asyncio.CancelledError:
+                if self.closing or not held.interrupted:
+                    raise  # the stream is going away, and its leases with it
+                me.uncancel()  # this lease's cancellation
+            finally:
+                held.runner = None
+                held.waiting = False
 
     def _finish(
         self, held: _Held, result: Result | None, error: BaseException | None, cancelled: bool
@@ -568,6 +641,9 @@ class _Stream:
         w = self.worker
         await w.stop.wait()
         self.stopping = True
+        for held in self.held.values():
+            if held.waiting:
+                held.interrupt()  # not started: it goes back at the half-close
         if self.running:
             logger.info("stopping: waiting up to %ss for %d reconciles", seconds(w.drain_timeout), self.running)
             self.idle.clear()
