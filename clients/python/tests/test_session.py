@@ -104,19 +104,35 @@ def _open(stream: _Stream, ack_failures_only: bool, ttl: int = 30) -> None:
     stream._on_opened(opened)
 
 
-async def test_unanswered_lost_finishes_should_be_dropped_a_ttl_after_they_went_out() -> None:
+def _extended(token: int) -> pb.WorkResponse:
+    answer = pb.WorkResponse()
+    answer.extended.key, answer.extended.token = "ns/held", token
+    return answer
+
+
+async def test_a_lost_finish_should_be_forgotten_once_an_extend_sent_after_it_is_answered(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     # The sidecar answers only failed Finishes: a lost lease it still held has
-    # its Finish applied and never answered, so its token must not stay forever.
+    # its Finish applied and never answered, so its token must not stay
+    # forever; but a refusal a stall delayed by more than a TTL is still expected.
     stream = _stream([])
     _open(stream, ack_failures_only=True, ttl=30)
-    now = asyncio.get_running_loop().time()
-    stream.lost_finishes.add(1, now - 31)
-    stream.lost_finishes.add(2, now - 29)
-    stream._tick()
-    assert stream.lost_finishes.tokens() == {2}, "31 s after its Finish (TTL 30 s) a token is still awaited"
-    # No lease is held: the tick still comes back for the token left.
-    assert stream.tick is not None
+    stream.extend_every = 10.0
+    _hold(stream, "ns/held", 7, ttl=30).next_extend = 0.0
+    stream.lost_finishes.add(1)
+    stream._tick()  # an Extend goes out after the Finish of 1
+    stream.lost_finishes.add(2)
+    assert stream.lost_finishes.tokens() == {1, 2}
+    stream._dispatch(_extended(7))
+    assert stream.lost_finishes.tokens() == {2}, "the sidecar answered an Extend sent after 1's Finish"
+    refused = pb.WorkResponse()
+    refused.finish_ack.key, refused.finish_ack.token, refused.finish_ack.code = "ns/lost", 2, 9
+    stream._dispatch(refused)
+    assert not stream.lost_finishes.tokens()
+    assert not [r for r in caplog.records if r.levelname == "WARNING"], "an expected refusal was warned of"
     stream.closing = True
+    assert stream.tick is not None
     stream.tick.cancel()
 
 
@@ -127,7 +143,7 @@ async def test_a_sidecar_answering_every_finish_should_keep_lost_finishes_until_
     # every Finish, as before: a lost lease's token goes with its refusal only.
     stream = _stream([])
     _open(stream, ack_failures_only=False, ttl=30)
-    stream.lost_finishes.add(1, asyncio.get_running_loop().time() - 31)
+    stream.lost_finishes.add(1)
     stream._tick()
     assert stream.lost_finishes.tokens() == {1}
     assert stream.tick is None, "nothing held and nothing to forget: no timer"

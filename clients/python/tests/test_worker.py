@@ -488,6 +488,10 @@ async def test_a_lease_lost_while_waiting_for_the_earlier_reconcile_of_its_key_s
     assert second[0] >= first[1], f"the second reconcile started {first[1] - second[0]:.3f}s before the first returned"
     # Two leases expired: the first reconcile's, and the one never started.
     assert second_request.failures == 2, second_request
+    # The Finish of the lease lost while waiting went out during the stall:
+    # the sidecar's refusal, late by more than a TTL, was expected.
+    refused = [r.getMessage() for r in caplog.records if "refused by the sidecar" in r.getMessage()]
+    assert not [r for r in caplog.records if r.levelname == "WARNING" and "refused by the sidecar" in r.getMessage()], refused
 
 
 # conformance: C8

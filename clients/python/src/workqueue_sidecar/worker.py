@@ -51,8 +51,6 @@ CLOSE_TIMEOUT = 5.0
 #: How long the reconciles of a stream going away (broken, or its run task
 #: cancelled) get to unwind before the stream moves on; its leases are gone.
 UNWIND_TIMEOUT = 5.0
-#: The sidecar's default lease TTL, for an Opened that carries none.
-DEFAULT_LEASE_TTL = 30.0
 #: Status codes of a Work stream that reconnecting cannot fix: run() raises them.
 FATAL_CODES = frozenset(
     {grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNIMPLEMENTED}
@@ -363,13 +361,6 @@ class _Stream:
         ttl = from_duration(opened.lease_ttl).total_seconds()
         self.extend_every = ttl * EXTEND_FRACTION if ttl > 0 else None
         w = self.worker
-        if opened.ack_failures_only:
-            # An applied Finish is not answered: a lost lease the sidecar still
-            # held gets no answer, so its token is dropped a TTL after its
-            # Finish went out (a refusal comes within a round trip).
-            self.lost_finishes.forget_after = ttl if ttl > 0 else DEFAULT_LEASE_TTL
-        # Else a sidecar older than Open.ack_failures_only: every Finish is
-        # answered, and a lost lease's token stays until its answer.
         if opened.credits < len(self.pool):
             logger.warning(
                 "the sidecar caps the window at %d leases; concurrency %d is not reached",
@@ -407,6 +398,7 @@ class _Stream:
         self.ready.put_nowait(held)
 
     def _on_extended(self, extended: pb.WorkResponse.Extended) -> None:
+        self.lost_finishes.extend_answered()
         held = self.held.get(extended.token)
         if held is None:
             return  # finished meanwhile
@@ -436,13 +428,11 @@ class _Stream:
         arrived or was last extended ``extend_every`` ago (so one goes out every
         third to half of the TTL), and the reconcile of one whose deadline passed
         unextended (the sidecar froze or is unreachable, or this process was
-        stopped) is cancelled, as the key may be someone else's by now; lost
-        leases' Finishes left unanswered a TTL are forgotten. It then sleeps half
-        of ``extend_every``, or until the earliest deadline sooner."""
+        stopped) is cancelled, as the key may be someone else's by now. It then
+        sleeps half of ``extend_every``, or until the earliest deadline sooner."""
         self.tick = None
         self.tick_at = float("inf")
         now = asyncio.get_running_loop().time()
-        self.lost_finishes.prune(now)
         every = self.extend_every
         wake = now + self._tick_every()
         for held in self.held.values():
@@ -458,9 +448,10 @@ class _Stream:
                 extend = message.extend
                 extend.key = request.key
                 extend.token = request.token
+                self.lost_finishes.extend_sent()
                 self.send(message)
             wake = min(wake, held.deadline)
-        if self.held or (self.lost_finishes.forget_after is not None and self.lost_finishes):
+        if self.held:
             self._wake_by(wake)
 
     def _lose(self, held: _Held, why: str) -> None:
@@ -612,7 +603,7 @@ class _Stream:
             # Finish (FAILED_PRECONDITION, nothing changes) and gives the
             # lease's credit back. Every lease gets exactly one Finish, so the
             # sidecar can tell a worker that stopped reading from one that heard.
-            self.lost_finishes.add(request.token, asyncio.get_running_loop().time())
+            self.lost_finishes.add(request.token)
             finish.retry.error = f"lease lost: {held.lost}"
             return message
         if cancelled and held.cancelled_by_stop:
