@@ -76,10 +76,13 @@ final class HeldLease {
     return lost;
   }
 
-  /** Marks the lease lost and fires its signal. */
+  /** Marks the lease lost and fires its signal; a lease waiting for its key (see Worker.claimKey) gives up. */
   void lose(String why) {
     lost = true;
     signal.cancel(CancellationSignal.Cause.LEASE_LOST, why);
+    if (session != null) {
+      session.leaseLost();
+    }
   }
 
   void cancelTimers() {

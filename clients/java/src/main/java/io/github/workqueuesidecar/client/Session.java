@@ -186,9 +186,22 @@ final class Session {
     });
   }
 
-  /** On a reconcile thread: run the reconciler unless the lease may no longer start. */
+  /**
+   * On a reconcile thread: run the reconciler unless the lease may no longer start. An earlier
+   * reconcile of the key may still run here (its lease lost, its signal ignored): the lease waits
+   * for it first, on this thread, keeping its slot, so that one key never runs twice at once in
+   * this process; lost (or the worker stopping) while it waits, it is never started.
+   */
   private void reconcile(HeldLease h, Request request) {
+    if (!w.claimKey(h.key, () -> stopping || h.lost())) {
+      if (h.lost()) {
+        LOG.log(Level.INFO, "workqueue: lease of {0} lost while it waited for the earlier reconcile of its key; not reconciled", h.key);
+      }
+      w.post(() -> notStarted(h));
+      return;
+    }
     if (stopping || !h.mayStart(w.now())) {
+      w.releaseKey(h.key);
       w.post(() -> notStarted(h));
       return;
     }
@@ -203,10 +216,16 @@ final class Session {
       error = t;
     } finally {
       Thread.interrupted(); // an interrupt meant for this reconcile must not reach the next
+      w.releaseKey(h.key);
     }
     Result r = result;
     Throwable e = error;
     w.post(() -> finished(h, r, e));
+  }
+
+  /** A lease of this session was lost (on any thread): one waiting for its key gives up. */
+  void leaseLost() {
+    w.wakeKeyWaiters();
   }
 
   /** A lease that never ran: past its deadline, lost, or the stop began first. */
@@ -355,6 +374,7 @@ final class Session {
   /** The graceful stop: start nothing new; half-close once every started lease is finished (or the stop timeout passes). */
   void stop() {
     stopping = true;
+    w.wakeKeyWaiters(); // a lease waiting for its key is never started
     phase = Phase.STOPPING;
     LOG.log(Level.INFO, "workqueue: stopping work on queue {0}: no new keys; waiting for {1} reconciles", w.queue.name(), leases.size());
     stopTimer = w.schedule(w.options.stopTimeout(), () -> {

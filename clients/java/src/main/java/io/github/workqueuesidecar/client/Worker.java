@@ -5,6 +5,8 @@ import java.lang.System.Logger.Level;
 import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.HashSet;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
@@ -15,6 +17,7 @@ import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
 
 /**
  * A running worker of one queue ({@link Queue#start}): it holds one Work stream at a time, reopens
@@ -54,6 +57,13 @@ public final class Worker implements AutoCloseable {
   private Session current;
   private Duration backoff;
   private ScheduledFuture<?> reconnect;
+
+  /**
+   * The keys reconciling in this process (guarded by itself, its monitor also waited on). A lease
+   * for a key whose earlier reconcile still runs (its lease lost, its signal ignored, and it has not
+   * returned) waits for it: one key never runs twice at once here.
+   */
+  private final Set<String> reconciling = new HashSet<>();
 
   Worker(Queue queue, Reconciler reconciler, RunOptions options, Clock clock) {
     this.queue = queue;
@@ -179,6 +189,50 @@ public final class Worker implements AutoCloseable {
     Session cur = current;
     if (cur != null && cur != from && cur.grantOne()) {
       cur.credit(1);
+    }
+  }
+
+  /**
+   * On a reconcile thread: waits until no other reconcile of {@code key} runs in this process and
+   * claims it; false when {@code giveUp} turns true first (the lease was lost, or the worker is
+   * stopping, while it waited). Whatever sets what {@code giveUp} reads calls {@link
+   * #wakeKeyWaiters()} after.
+   */
+  boolean claimKey(String key, BooleanSupplier giveUp) {
+    boolean logged = false;
+    synchronized (reconciling) {
+      while (reconciling.contains(key)) {
+        if (giveUp.getAsBoolean()) {
+          return false;
+        }
+        if (!logged) {
+          LOG.log(Level.INFO, "workqueue: waiting for the earlier reconcile of {0} to return (its lease was lost, and it ignores its cancellation)", key);
+          logged = true;
+        }
+        try {
+          reconciling.wait();
+        } catch (InterruptedException e) {
+          // Nobody interrupts the pool's threads but a reconcile that ran on this one; not meant
+          // for this lease (the reconcile thread clears it after each reconcile too).
+        }
+      }
+      reconciling.add(key);
+      return true;
+    }
+  }
+
+  /** Ends {@link #claimKey}'s claim on {@code key}, waking the leases that wait for it. */
+  void releaseKey(String key) {
+    synchronized (reconciling) {
+      reconciling.remove(key);
+      reconciling.notifyAll();
+    }
+  }
+
+  /** A lease was lost or the worker began stopping: leases waiting for their key look again. */
+  void wakeKeyWaiters() {
+    synchronized (reconciling) {
+      reconciling.notifyAll();
     }
   }
 

@@ -10,6 +10,7 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -273,6 +274,56 @@ class WorkerTest {
     // Had the late success counted, the key would have been forgotten and not come back at all.
     assertTrue(second.failures() >= 2, "failures " + second.failures() + ", reasons " + second.reasons());
     assertTrue(second.has(ReasonKind.LEASE_EXPIRED) || second.has(ReasonKind.RETRY), "reasons " + second.reasons());
+  }
+
+  @Test
+  @DisplayName("one key is never reconciled twice at once in a process: a lease for a key whose lost reconcile still runs waits for it")
+  void oneKeyIsNeverReconciledTwiceAtOnce() {
+    Sidecar s = sidecar(SHORT_LEASES);
+    Queue q = client(s).queue("default");
+    // Each reconcile of the key: when it began and returned (System.nanoTime), by attempt.
+    Map<Integer, long[]> spans = new ConcurrentHashMap<>();
+    List<Boolean> firstLost = new CopyOnWriteArrayList<>();
+    Recorder r = new Recorder((req, sig, n) -> {
+      long began = System.nanoTime();
+      if (n == 0) {
+        sleepThroughInterrupts(Duration.ofMillis(3_500)); // ignores its signal, lease lost or not
+        firstLost.add(sig.isLeaseLost());
+      }
+      spans.put(n, new long[] {began, System.nanoTime()});
+      return Result.done();
+    });
+    q.add("ns/a");
+    // Two threads: the key, once expired, comes back to this worker's free one.
+    try (Worker w = start(q, r, RunOptions.concurrency(2))) {
+      eventually("the first reconcile to start", () -> r.count() == 1);
+      // The sidecar stalls past the lease (TTL 1 s): the worker loses it, the
+      // sidecar expires it once it runs again and hands the key out again
+      // while the first reconcile still runs.
+      s.signal("STOP");
+      try {
+        sleep(Duration.ofSeconds(2));
+      } finally {
+        s.signal("CONT");
+      }
+      eventually(Duration.ofSeconds(20), "the key reconciled again, and both reconciles to return", () -> spans.size() >= 2);
+    }
+    assertEquals(List.of(true), firstLost, "the first lease was not lost");
+    long[] first = spans.get(0);
+    long[] second = spans.get(1);
+    assertTrue(second[0] >= first[1], "ns/a's second reconcile started " + (first[1] - second[0]) / 1_000_000 + " ms before its first returned");
+  }
+
+  /** Sleeps for d whatever interrupts come, as a reconcile that ignores its cancellation would. */
+  private static void sleepThroughInterrupts(Duration d) {
+    long until = System.nanoTime() + d.toNanos();
+    for (long left = d.toNanos(); left > 0; left = until - System.nanoTime()) {
+      try {
+        TimeUnit.NANOSECONDS.sleep(left);
+      } catch (InterruptedException ignored) {
+        // ignored, as this reconcile means to
+      }
+    }
   }
 
   @Test
