@@ -12,13 +12,37 @@ pub fn is_unknown_kind(err: &kube::Error) -> bool {
 
 /// Whether the API server could not answer now (unreachable, timed out,
 /// overloaded, failing) rather than refused the request: worth trying again.
+/// A TLS failure is not: a certificate that does not verify is the
+/// kubeconfig's (or the server's) fault, and stays so.
 pub fn is_transient(err: &kube::Error) -> bool {
     match err {
         kube::Error::Api(status) => matches!(status.code, 408 | 429 | 500..),
-        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => true,
+        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => !is_tls_failure(err),
         // Credentials that cannot be had (an exec plugin missing, a token
         // file unreadable) are the kubeconfig's fault, as are the rest.
         _ => false,
+    }
+}
+
+/// Whether a TLS error (a certificate that does not verify, a handshake
+/// refused) is among the error's causes; hyper-rustls carries it in an
+/// `io::Error`, itself in another.
+fn is_tls_failure(err: &(dyn std::error::Error + 'static)) -> bool {
+    // An io::Error's `source` is its inner error's source, skipping the inner
+    // error itself, and hyper-util nests one io::Error in another.
+    let inner = err.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref());
+    err.is::<rustls::Error>()
+        || inner.is_some_and(|inner| is_tls_failure(inner))
+        || err.source().is_some_and(is_tls_failure)
+}
+
+/// What the API server said (its Status message and code), else the
+/// error's text with each cause once: kube's own text of an API error
+/// carries the whole Status as debug output.
+pub fn said(err: &kube::Error) -> String {
+    match err {
+        kube::Error::Api(status) => format!("{} ({})", status.message, status.code),
+        other => crate::error_chain::one_line(other),
     }
 }
 

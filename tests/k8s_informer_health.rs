@@ -267,3 +267,59 @@ async fn k8s_a_selector_the_api_server_refuses_should_stop_the_start_with_status
     assert!(!stderr.contains("listening"), "no port was bound: {stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Credentials the API server refuses (a wrong token) or a server certificate that does not
+/// verify (a CA of another cluster) are the kubeconfig's fault: the start stops with status 2,
+/// saying so once, instead of waiting as for an API server that does not answer.
+#[tokio::test]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
+async fn k8s_credentials_or_a_ca_the_api_server_does_not_match_should_stop_the_start_with_status_2() {
+    let (dir, config) = scratch_config("wqs-bad-credentials", &configmaps_of("default"));
+    let real = Kubeconfig::read_from(control_plane::kubeconfig_path()).unwrap();
+    let mut wrong_token = real.clone();
+    for user in &mut wrong_token.auth_infos {
+        let auth = user.auth_info.as_mut().unwrap();
+        auth.token = Some("not-a-token".to_string().into());
+        (auth.client_certificate_data, auth.client_key_data) = (None, None);
+        (auth.client_certificate, auth.client_key) = (None, None);
+    }
+    let mut other_ca = real.clone();
+    for cluster in &mut other_ca.clusters {
+        let cluster = cluster.cluster.as_mut().unwrap();
+        // The API server's certificate is not signed by itself: as a CA it verifies nothing.
+        let served = cluster.certificate_authority_data.clone();
+        cluster.certificate_authority_data = served.map(|_| other_ca_pem(&dir));
+        cluster.certificate_authority = None;
+    }
+    for (case, kubeconfig, said) in
+        [("wrong token", wrong_token, "Unauthorized (401)"), ("other CA", other_ca, "invalid peer certificate")]
+    {
+        let path = dir.join("kubeconfig");
+        std::fs::write(&path, serde_yaml_ng::to_string(&kubeconfig).unwrap()).unwrap();
+        // Under `timeout`: a sidecar that waits instead fails the test rather than hanging it.
+        let output = std::process::Command::new("timeout")
+            .args(["20", env!("CARGO_BIN_EXE_workqueue-sidecar")])
+            .args(["--config", config.to_str().unwrap(), "--kubeconfig", path.to_str().unwrap()])
+            .args(["--tcp", "127.0.0.1:0", "--admin", "off"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{case}: {stderr}");
+        assert!(stderr.contains(said) && !stderr.contains("waiting for the API server"), "{case}: {stderr}");
+        assert_eq!(stderr.matches(said).count(), 1, "{case}: said once: {stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A CA certificate of no cluster, base64 as a kubeconfig holds it (made with openssl).
+fn other_ca_pem(dir: &std::path::Path) -> String {
+    use base64::Engine;
+    let (key, cert) = (dir.join("other-ca.key"), dir.join("other-ca.pem"));
+    let made = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
+        .args(["-subj", "/CN=other", "-keyout", key.to_str().unwrap(), "-out", cert.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "openssl: {}", String::from_utf8_lossy(&made.stderr));
+    base64::engine::general_purpose::STANDARD.encode(std::fs::read(&cert).unwrap())
+}

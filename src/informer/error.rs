@@ -12,13 +12,14 @@ pub enum InformerStartError {
     )]
     UnknownKind { informer: String, api_version: String, kind: String },
     /// Discovery of the informer's group/version/kind failed otherwise.
-    #[error("informer {informer:?}: discovering {api_version} {kind}: {source}")]
+    #[error("informer {informer:?}: discovering {api_version} {kind}: {}", crate::discovery::said(.cause))]
     Discovery {
         informer: String,
         api_version: String,
         kind: String,
-        #[source]
-        source: Box<kube::Error>,
+        /// Said in the text, each of its causes once (not a `source`, which
+        /// would repeat kube's own text of it).
+        cause: Box<kube::Error>,
     },
     /// The API server refuses the informer's list for good (a selector it
     /// cannot apply, a kind that cannot be listed).

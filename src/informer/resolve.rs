@@ -7,6 +7,7 @@
 //! as client-go's informers wait, instead of looking like a bad config.
 
 use std::future::Future;
+use std::time::Duration;
 
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
@@ -16,17 +17,17 @@ use tracing::warn;
 use super::backoff::WatchBackoff;
 use super::error::InformerStartError;
 use super::spec::InformerSpec;
-use crate::discovery::{is_refused_access, is_transient, is_unknown_kind};
-use crate::error_chain::one_line;
+use crate::discovery::{is_refused_access, is_transient, is_unknown_kind, said};
+
+/// The longest one attempt at start waits for its answer: an API server that
+/// accepts the connection and then says nothing is tried again, and said so.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The informer's resource and whether it is namespaced, found by discovery.
 pub(super) async fn discover(client: &Client, spec: &InformerSpec) -> Result<(ApiResource, bool), InformerStartError> {
     let gvk = GroupVersionKind::gvk(&spec.group, &spec.version, &spec.kind);
-    // Discovery is open to every authenticated user: a refusal is about the
-    // credentials, which may be mounted or renewed shortly, so it is waited out.
-    let retried = |err: &kube::Error| is_transient(err) || is_refused_access(err);
     let found =
-        until_answered(spec, "discovering its kind", retried, || kube::discovery::pinned_kind(client, &gvk)).await;
+        until_answered(spec, "discovering its kind", is_transient, || kube::discovery::pinned_kind(client, &gvk)).await;
     let (resource, capabilities): (ApiResource, ApiCapabilities) = found.map_err(|source| {
         if is_unknown_kind(&source) {
             InformerStartError::UnknownKind {
@@ -39,7 +40,7 @@ pub(super) async fn discover(client: &Client, spec: &InformerSpec) -> Result<(Ap
                 informer: spec.name.clone(),
                 api_version: spec.api_version(),
                 kind: spec.kind.clone(),
-                source: Box::new(source),
+                cause: Box::new(source),
             }
         }
     })?;
@@ -76,14 +77,6 @@ pub(super) async fn try_list(
     }
 }
 
-/// What the API server said (its Status message and code), else the error's text.
-fn said(err: &kube::Error) -> String {
-    match err {
-        kube::Error::Api(status) => format!("{} ({})", status.message, status.code),
-        other => one_line(other),
-    }
-}
-
 /// `attempt`'s answer, tried again with backoff (a line each time) while
 /// its error is one to wait out (`retried`).
 async fn until_answered<T, F>(
@@ -97,10 +90,15 @@ where
 {
     let mut backoff = WatchBackoff::new();
     loop {
-        match attempt().await {
+        let answer = tokio::time::timeout(ATTEMPT_TIMEOUT, attempt()).await.unwrap_or_else(|_| {
+            let silent =
+                std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no answer within {ATTEMPT_TIMEOUT:?}"));
+            Err(kube::Error::Service(Box::new(silent)))
+        });
+        match answer {
             Err(err) if retried(&err) => {
                 let wait = backoff.next().expect("the backoff never ends");
-                warn!(informer = %spec.name, step, error = %one_line(&err), retry_in = ?wait, "waiting for the API server");
+                warn!(informer = %spec.name, step, error = %said(&err), retry_in = ?wait, "waiting for the API server");
                 tokio::time::sleep(wait).await;
             }
             answer => return answer,
