@@ -269,4 +269,41 @@ spec:
         .unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument);
     assert!(status.message().starts_with("patch_type: "), "{}", status.message());
+
+    // A name or namespace goes into the API server's URL path: what would end the path or escape
+    // is refused, and the object it would have reached instead is untouched. Before, `victim#x`
+    // deleted `victim`, `victim?dryRun=All` was answered OK and wrote nothing, and a namespace
+    // `<ns>/configmaps/victim#` patched `victim` whatever the name.
+    objects.create_object(create(config_maps(), ns.name(), json!({"metadata": {"name": "victim"}}))).await.unwrap();
+    let cms: Api<ConfigMap> = ns.api();
+    let aimed = |namespace: &str, name: &str| pb::PatchObjectRequest {
+        r#type: config_maps(),
+        namespace: namespace.into(),
+        name: name.into(),
+        patch_type: pb::PatchType::Merge as i32,
+        patch: serde_json::to_vec(&json!({"data": {"hit": "yes"}})).unwrap(),
+        status: false,
+        field_manager: String::new(),
+        lease: None,
+    };
+    let through_namespace = format!("{}/configmaps/victim#", ns.name());
+    for (namespace, name, field) in [
+        (ns.name(), "victim#x", "name"),
+        (ns.name(), "victim?dryRun=All&x=", "name"),
+        (ns.name(), "victi%6D", "name"),
+        (through_namespace.as_str(), "anything", "namespace"),
+    ] {
+        let status = objects.patch_object(aimed(namespace, name)).await.unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument, "{name:?} in {namespace:?}: {status:?}");
+        assert!(status.message().starts_with(&format!("{field}: ")), "{}", status.message());
+    }
+    let delete = pb::DeleteObjectRequest {
+        r#type: config_maps(),
+        namespace: ns.name().into(),
+        name: "victim#not-this-one".into(),
+        ..Default::default()
+    };
+    assert_eq!(objects.delete_object(delete).await.unwrap_err().code(), Code::InvalidArgument);
+    let victim = cms.get("victim").await.expect("victim is not deleted");
+    assert_eq!(victim.data, None, "victim is not patched");
 }

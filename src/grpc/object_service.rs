@@ -77,7 +77,7 @@ impl ObjectService for ObjectApi {
         let req = request.into_inner();
         let kind = kind_ref(req.r#type.as_ref())?;
         let object = json_value("json", &req.json)?;
-        let namespace = (!req.namespace.is_empty()).then_some(req.namespace.as_str());
+        let namespace = validate::namespace("namespace", &req.namespace)?;
         let manager = field_manager(&req.field_manager)?;
         let (writer, ticket) = self.begin(req.lease.as_ref())?;
         let written = writer.create(&kind, namespace, object, manager).await.map_err(ApiError::from)?;
@@ -138,10 +138,9 @@ fn kind_ref(resource_type: Option<&pb::ResourceType>) -> Result<KindRef, ApiErro
 }
 
 fn object_ref(resource_type: Option<&pb::ResourceType>, namespace: &str, name: &str) -> Result<ObjectRef, ApiError> {
-    if name.is_empty() {
-        return Err(ApiError::invalid("name", "must not be empty"));
-    }
-    Ok(ObjectRef { kind: kind_ref(resource_type)?, namespace: non_empty(namespace.to_owned()), name: name.to_owned() })
+    let name = validate::object_name("name", name)?;
+    let namespace = validate::namespace("namespace", namespace)?;
+    Ok(ObjectRef { kind: kind_ref(resource_type)?, namespace: namespace.map(str::to_owned), name: name.to_owned() })
 }
 
 fn json_value(field: &'static str, bytes: &[u8]) -> Result<Value, ApiError> {

@@ -28,6 +28,51 @@ pub const MAX_ERROR_BYTES: usize = 4096;
 /// extend can reach the sidecar before the lease ends.
 pub const SHORTEST_LEASE_TTL: Duration = Duration::from_millis(100);
 
+/// Longest object name taken (a DNS subdomain's length, the longest any kind has).
+pub const MAX_OBJECT_NAME_BYTES: usize = 253;
+
+/// An object's name for a write, which goes into the API server's URL path
+/// as it is: nothing there may end the path or escape (`/`, `%`, `?`, `#`,
+/// spaces, control and non-ASCII characters), nor be `.` or `..`. Without
+/// this, `name#x` wrote the object `name`, and `name?dryRun=All` wrote nothing.
+pub fn object_name<'a>(field: &str, name: &'a str) -> Result<&'a str, ApiError> {
+    if name.is_empty() {
+        return Err(ApiError::invalid(field, "must not be empty"));
+    }
+    if name.len() > MAX_OBJECT_NAME_BYTES {
+        return Err(ApiError::invalid(
+            field,
+            format!("is {} bytes, more than the limit of {MAX_OBJECT_NAME_BYTES}", name.len()),
+        ));
+    }
+    if name == "." || name == ".." || !name.chars().all(|c| c.is_ascii_graphic() && !"/%?#".contains(c)) {
+        return Err(ApiError::invalid(
+            field,
+            "is no object name: printable ASCII without '/', '%', '?', '#' or spaces, and not '.' or '..'",
+        ));
+    }
+    Ok(name)
+}
+
+/// A namespace named for a write: a DNS label, as the API server takes one
+/// (it too goes into the URL path). Empty is none: a cluster-scoped object.
+pub fn namespace<'a>(field: &str, namespace: &'a str) -> Result<Option<&'a str>, ApiError> {
+    if namespace.is_empty() {
+        return Ok(None);
+    }
+    let label = namespace.len() <= 63
+        && namespace.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !namespace.starts_with('-')
+        && !namespace.ends_with('-');
+    if !label {
+        return Err(ApiError::invalid(
+            field,
+            "is no namespace name: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit",
+        ));
+    }
+    Ok(Some(namespace))
+}
+
 /// A key named in a request, checked: returned as given.
 pub fn key<'a>(field: &str, key: &'a str) -> Result<&'a str, ApiError> {
     if key.is_empty() {
@@ -154,6 +199,21 @@ pub fn lease_ttl(field: &str, value: Option<prost_types::Duration>) -> Result<Op
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn object_names_and_namespaces_should_be_refused_when_they_would_change_the_url() {
+        for name in ["web", "system:controller:x", "a.b-c_d"] {
+            assert_eq!(object_name("name", name).unwrap(), name);
+        }
+        for name in ["", ".", "..", "a/b", "c%31", "c1?dryRun=All", "victim#x", "a b", "a\nb", "é", &"x".repeat(254)] {
+            assert!(object_name("name", name).is_err(), "{name:?} should be refused");
+        }
+        assert_eq!(namespace("namespace", "").unwrap(), None);
+        assert_eq!(namespace("namespace", "team-a").unwrap(), Some("team-a"));
+        for ns in ["Team", "-a", "a-", "ns/configmaps/x#", "a_b", &"a".repeat(64)] {
+            assert!(namespace("namespace", ns).is_err(), "{ns:?} should be refused");
+        }
+    }
 
     #[test]
     fn key_should_refuse_empty_oversized_and_control_characters() {
