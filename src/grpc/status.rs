@@ -3,6 +3,7 @@
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
+use super::validate;
 use crate::freshness::FenceError;
 use crate::informer::CacheReadError;
 use crate::objects::{Refusal, WriteError};
@@ -55,24 +56,31 @@ impl ApiError {
     }
 }
 
+/// The longest status message sent: it travels in a trailer, and a message
+/// echoing a long input (a 20 KB page token, a 10 KB name in the API
+/// server's 404) went past clients' metadata limit, which then saw only
+/// RESOURCE_EXHAUSTED "received metadata size exceeds hard limit".
+pub const MAX_STATUS_MESSAGE_BYTES: usize = 2048;
+
 impl From<ApiError> for Status {
     fn from(err: ApiError) -> Status {
         let code = code_of(&err);
+        let message = validate::cut(err.to_string(), MAX_STATUS_MESSAGE_BYTES);
         match &err {
             ApiError::Write(WriteError::Refused(refusal)) => {
-                Status::with_error_details(code, err.to_string(), refusal_details(refusal))
+                Status::with_error_details(code, message, refusal_details(refusal))
             }
-            ApiError::Queue(QueueError::StaleToken { .. }) => sidecar_refusal(code, &err, "STALE_LEASE"),
-            ApiError::NoKubernetes => sidecar_refusal(code, &err, "NO_KUBERNETES"),
-            _ => Status::new(code, err.to_string()),
+            ApiError::Queue(QueueError::StaleToken { .. }) => sidecar_refusal(code, message, "STALE_LEASE"),
+            ApiError::NoKubernetes => sidecar_refusal(code, message, "NO_KUBERNETES"),
+            _ => Status::new(code, message),
         }
     }
 }
 
 /// A refusal of the sidecar's own, with its reason as an ErrorInfo.
-fn sidecar_refusal(code: Code, err: &ApiError, reason: &str) -> Status {
+fn sidecar_refusal(code: Code, message: String, reason: &str) -> Status {
     let details = ErrorDetails::with_error_info(reason, SIDECAR_ERROR_DOMAIN, []);
-    Status::with_error_details(code, err.to_string(), details)
+    Status::with_error_details(code, message, details)
 }
 
 /// The API server's reason and HTTP status as an ErrorInfo, and its causes
@@ -89,7 +97,8 @@ fn refusal_details(refusal: &Refusal) -> ErrorDetails {
 /// The status code of an HTTP status from the API server.
 fn code_of_http(status: u16) -> Code {
     match status {
-        400 | 422 => Code::InvalidArgument,
+        // 413: the object is larger than the API server stores; no retry helps.
+        400 | 413 | 422 => Code::InvalidArgument,
         401 => Code::Unauthenticated,
         403 => Code::PermissionDenied,
         404 => Code::NotFound,
@@ -132,6 +141,17 @@ pub fn code_of(err: &ApiError) -> Code {
 mod tests {
     use super::*;
     use crate::queue::LeaseToken;
+
+    #[test]
+    fn a_status_message_should_be_cut_to_fit_a_trailer() {
+        let echoed = CacheReadError::BadPageToken("t".repeat(20_000));
+        let status = Status::from(ApiError::from(echoed));
+        assert_eq!(status.code(), Code::InvalidArgument);
+        assert!(status.message().len() <= MAX_STATUS_MESSAGE_BYTES, "{} bytes", status.message().len());
+        assert!(status.message().starts_with("page_token: ") && status.message().ends_with("bytes in all)"));
+        let short = Status::from(ApiError::from(CacheReadError::BadPageToken("t".into())));
+        assert_eq!(short.message(), "page_token: \"t\" is not a token from a previous response");
+    }
 
     #[test]
     fn each_error_should_map_to_its_documented_code() {

@@ -121,19 +121,24 @@ pub fn reason<'a>(field: &str, reason: &'a str) -> Result<&'a str, ApiError> {
 
 /// A Retry's error text as the key keeps it: cut to [`MAX_ERROR_BYTES`] at a
 /// character boundary, the cut said at its end.
-pub fn error_text(mut error: String) -> String {
-    if error.len() <= MAX_ERROR_BYTES {
-        return error;
+pub fn error_text(error: String) -> String {
+    cut(error, MAX_ERROR_BYTES)
+}
+
+/// `text`, at most `limit` bytes: cut at a character boundary, saying so at its end.
+pub fn cut(mut text: String, limit: usize) -> String {
+    if text.len() <= limit {
+        return text;
     }
-    let total = error.len();
+    let total = text.len();
     let note = format!("… (cut: {total} bytes in all)");
-    let mut end = MAX_ERROR_BYTES - note.len();
-    while !error.is_char_boundary(end) {
+    let mut end = limit - note.len();
+    while !text.is_char_boundary(end) {
         end -= 1;
     }
-    error.truncate(end);
-    error.push_str(&note);
-    error
+    text.truncate(end);
+    text.push_str(&note);
+    text
 }
 
 /// The lease token a request presents: never 0.

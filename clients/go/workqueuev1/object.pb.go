@@ -328,9 +328,12 @@ type ApplyObjectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The object's type. Required.
 	Type *ResourceType `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
-	// The object's namespace; empty for a cluster-scoped resource.
+	// The object's namespace, a DNS label; empty for a cluster-scoped
+	// resource.
 	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	// The object's name. Required.
+	// The object's name. Required: printable ASCII without '/', '%', '?', '#'
+	// or spaces, not "." or "..", at most 253 bytes (it goes into the API
+	// server's URL path).
 	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
 	// The apply configuration as JSON: apiVersion, kind, metadata.name (and
 	// namespace) matching the fields above, and the fields to own. Required.
@@ -478,9 +481,12 @@ type PatchObjectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The object's type. Required.
 	Type *ResourceType `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
-	// The object's namespace; empty for a cluster-scoped resource.
+	// The object's namespace, a DNS label; empty for a cluster-scoped
+	// resource.
 	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	// The object's name. Required.
+	// The object's name. Required: printable ASCII without '/', '%', '?', '#'
+	// or spaces, not "." or "..", at most 253 bytes (it goes into the API
+	// server's URL path).
 	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
 	// How to read patch. Required.
 	PatchType PatchType `protobuf:"varint,4,opt,name=patch_type,json=patchType,proto3,enum=workqueue.v1.PatchType" json:"patch_type,omitempty"`
@@ -635,7 +641,8 @@ type CreateObjectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The object's type. Required.
 	Type *ResourceType `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
-	// The namespace to create it in; empty for a cluster-scoped resource.
+	// The namespace to create it in, a DNS label; empty for a cluster-scoped
+	// resource.
 	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	// The object as JSON, with its apiVersion, kind and metadata (a name, or
 	// a generateName). Required.
@@ -766,9 +773,12 @@ type DeleteObjectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The object's type. Required.
 	Type *ResourceType `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
-	// The object's namespace; empty for a cluster-scoped resource.
+	// The object's namespace, a DNS label; empty for a cluster-scoped
+	// resource.
 	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	// The object's name. Required.
+	// The object's name. Required: printable ASCII without '/', '%', '?', '#'
+	// or spaces, not "." or "..", at most 253 bytes (it goes into the API
+	// server's URL path).
 	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
 	// Delete only if the object still has this UID (it was not deleted and
 	// recreated meanwhile); ABORTED otherwise. Empty: any UID.

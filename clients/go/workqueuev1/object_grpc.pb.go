@@ -51,9 +51,9 @@ const (
 // holds the HTTP status as "http_status". A missing or malformed field of the
 // request, or a malformed patch or object, is INVALID_ARGUMENT; an unknown
 // apiVersion or kind NOT_FOUND, asking whether its CRD is installed. From the
-// API server: 400 Bad Request and 422 Invalid are INVALID_ARGUMENT (for 422
-// the causes also come as a google.rpc.BadRequest detail, one field violation
-// each); 401 UNAUTHENTICATED; 403 PERMISSION_DENIED; 404 NOT_FOUND; 409 (a
+// API server: 400 Bad Request, 413 (too large to store) and 422 Invalid are
+// INVALID_ARGUMENT (for 422 the causes also come as a google.rpc.BadRequest
+// detail, one field violation each); 401 UNAUTHENTICATED; 403 PERMISSION_DENIED; 404 NOT_FOUND; 409 (a
 // conflict, an object that already exists, a failed UID or resourceVersion
 // precondition) ABORTED; 429, 500, 503 and an API server that cannot be
 // reached or does not answer in time UNAVAILABLE (retry later); 504
@@ -161,9 +161,9 @@ func (c *objectServiceClient) DeleteObject(ctx context.Context, in *DeleteObject
 // holds the HTTP status as "http_status". A missing or malformed field of the
 // request, or a malformed patch or object, is INVALID_ARGUMENT; an unknown
 // apiVersion or kind NOT_FOUND, asking whether its CRD is installed. From the
-// API server: 400 Bad Request and 422 Invalid are INVALID_ARGUMENT (for 422
-// the causes also come as a google.rpc.BadRequest detail, one field violation
-// each); 401 UNAUTHENTICATED; 403 PERMISSION_DENIED; 404 NOT_FOUND; 409 (a
+// API server: 400 Bad Request, 413 (too large to store) and 422 Invalid are
+// INVALID_ARGUMENT (for 422 the causes also come as a google.rpc.BadRequest
+// detail, one field violation each); 401 UNAUTHENTICATED; 403 PERMISSION_DENIED; 404 NOT_FOUND; 409 (a
 // conflict, an object that already exists, a failed UID or resourceVersion
 // precondition) ABORTED; 429, 500, 503 and an API server that cannot be
 // reached or does not answer in time UNAVAILABLE (retry later); 504

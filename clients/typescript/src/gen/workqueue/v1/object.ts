@@ -104,9 +104,16 @@ export interface ApplyObjectRequest {
   type:
     | ResourceType
     | undefined;
-  /** The object's namespace; empty for a cluster-scoped resource. */
+  /**
+   * The object's namespace, a DNS label; empty for a cluster-scoped
+   * resource.
+   */
   namespace: string;
-  /** The object's name. Required. */
+  /**
+   * The object's name. Required: printable ASCII without '/', '%', '?', '#'
+   * or spaces, not "." or "..", at most 253 bytes (it goes into the API
+   * server's URL path).
+   */
   name: string;
   /**
    * The apply configuration as JSON: apiVersion, kind, metadata.name (and
@@ -140,9 +147,16 @@ export interface PatchObjectRequest {
   type:
     | ResourceType
     | undefined;
-  /** The object's namespace; empty for a cluster-scoped resource. */
+  /**
+   * The object's namespace, a DNS label; empty for a cluster-scoped
+   * resource.
+   */
   namespace: string;
-  /** The object's name. Required. */
+  /**
+   * The object's name. Required: printable ASCII without '/', '%', '?', '#'
+   * or spaces, not "." or "..", at most 253 bytes (it goes into the API
+   * server's URL path).
+   */
   name: string;
   /** How to read patch. Required. */
   patchType: PatchType;
@@ -172,7 +186,10 @@ export interface CreateObjectRequest {
   type:
     | ResourceType
     | undefined;
-  /** The namespace to create it in; empty for a cluster-scoped resource. */
+  /**
+   * The namespace to create it in, a DNS label; empty for a cluster-scoped
+   * resource.
+   */
   namespace: string;
   /**
    * The object as JSON, with its apiVersion, kind and metadata (a name, or
@@ -201,9 +218,16 @@ export interface DeleteObjectRequest {
   type:
     | ResourceType
     | undefined;
-  /** The object's namespace; empty for a cluster-scoped resource. */
+  /**
+   * The object's namespace, a DNS label; empty for a cluster-scoped
+   * resource.
+   */
   namespace: string;
-  /** The object's name. Required. */
+  /**
+   * The object's name. Required: printable ASCII without '/', '%', '?', '#'
+   * or spaces, not "." or "..", at most 253 bytes (it goes into the API
+   * server's URL path).
+   */
   name: string;
   /**
    * Delete only if the object still has this UID (it was not deleted and
@@ -1263,9 +1287,9 @@ export const DeleteObjectResponse: MessageFns<DeleteObjectResponse> = {
  * holds the HTTP status as "http_status". A missing or malformed field of the
  * request, or a malformed patch or object, is INVALID_ARGUMENT; an unknown
  * apiVersion or kind NOT_FOUND, asking whether its CRD is installed. From the
- * API server: 400 Bad Request and 422 Invalid are INVALID_ARGUMENT (for 422
- * the causes also come as a google.rpc.BadRequest detail, one field violation
- * each); 401 UNAUTHENTICATED; 403 PERMISSION_DENIED; 404 NOT_FOUND; 409 (a
+ * API server: 400 Bad Request, 413 (too large to store) and 422 Invalid are
+ * INVALID_ARGUMENT (for 422 the causes also come as a google.rpc.BadRequest
+ * detail, one field violation each); 401 UNAUTHENTICATED; 403 PERMISSION_DENIED; 404 NOT_FOUND; 409 (a
  * conflict, an object that already exists, a failed UID or resourceVersion
  * precondition) ABORTED; 429, 500, 503 and an API server that cannot be
  * reached or does not answer in time UNAVAILABLE (retry later); 504
