@@ -34,7 +34,7 @@ use parking_lot::Mutex;
 use tokio::time::Instant;
 use tokio_stream::wrappers::WatchStream;
 
-use crate::informer::{CacheReadError, InformerRegistry, LabelSelector, Meta, SharedInformer};
+use crate::informer::{CacheReadError, CachedObject, InformerRegistry, LabelSelector, Meta, SharedInformer};
 use crate::objects::{KindRef, ObjectRef};
 use crate::queue::{LeaseToken, QueueError};
 use crate::queue_registry::QueueRegistry;
@@ -50,8 +50,13 @@ pub const READ_BOUND: Duration = Duration::from_secs(10);
 pub enum Expect {
     /// Any event at or past this resourceVersion.
     AtLeast(u64),
-    /// The object gone from the cache (a delete that removed it at once).
-    Gone,
+    /// The object gone from the cache (a delete that removed it at once):
+    /// the cache holds nothing under its key, or an object newer than this
+    /// resourceVersion, the deleted one's as the cache held it. The watch is
+    /// in order, so a newer object there (one created again under the same
+    /// name, by anyone) came after the deletion; waiting for the key to be
+    /// empty failed every read of the new object for the whole bound.
+    Gone { newer_than: u64 },
 }
 
 /// The write a ticket was taken for, once made.
@@ -74,13 +79,14 @@ impl<'a> Written<'a> {
         }
     }
 
-    /// An object deleted at once.
-    pub fn gone(target: &'a ObjectRef) -> Self {
+    /// An object deleted at once; `version`, its final state's resourceVersion
+    /// when the API server answered with it.
+    pub fn gone(target: &'a ObjectRef, version: Option<u64>) -> Self {
         Written {
             kind: &target.kind,
             namespace: target.namespace.as_deref(),
             name: &target.name,
-            outcome: WriteOutcome::Gone,
+            outcome: WriteOutcome::Gone(version),
         }
     }
 }
@@ -89,8 +95,8 @@ impl<'a> Written<'a> {
 pub enum WriteOutcome<'a> {
     /// The object as written (created, applied, patched, or marked for deletion).
     Object(&'a DynamicObject),
-    /// Deleted at once.
-    Gone,
+    /// Deleted at once; its final state's resourceVersion, when answered.
+    Gone(Option<u64>),
 }
 
 /// A lease a write is made under, parsed.
@@ -201,7 +207,7 @@ impl Freshness {
                     key: key.to_string(),
                     expected: match expect {
                         Expect::AtLeast(version) => format!("resourceVersion {version}"),
-                        Expect::Gone => "its deletion".to_owned(),
+                        Expect::Gone { .. } => "its deletion".to_owned(),
                     },
                     waited: READ_BOUND,
                 });
@@ -263,7 +269,9 @@ impl Freshness {
             None => Arc::from(written.name),
         };
         let (expect, meta) = match written.outcome {
-            WriteOutcome::Gone => (Expect::Gone, None),
+            WriteOutcome::Gone(Some(version)) => (Expect::Gone { newer_than: version }, None),
+            // Unanswered: each cache's own version of the deleted object, below.
+            WriteOutcome::Gone(None) => (Expect::Gone { newer_than: 0 }, None),
             WriteOutcome::Object(object) => {
                 let Some(version) = object.metadata.resource_version.as_deref().and_then(|v| v.parse().ok()) else {
                     // Not an etcd-backed resource: versions cannot be compared.
@@ -282,8 +290,9 @@ impl Freshness {
                     && meta.as_ref().is_some_and(|meta| cache.selector.as_ref().is_none_or(|s| s.matches(meta)));
                 holds_it || would_hold_it
             })
-            .filter(|(_, cache)| !seen(&cache.informer, &key, expect))
-            .map(|(index, _)| (index, key.clone(), expect))
+            .map(|(index, cache)| (index, cache, held_version(&cache.informer, &key, expect)))
+            .filter(|(_, cache, expect)| !seen(&cache.informer, &key, *expect))
+            .map(|(index, _, expect)| (index, key.clone(), expect))
             .collect()
     }
 }
@@ -391,13 +400,61 @@ fn holds_kind(informer: &SharedInformer, kind: &KindRef, namespace: Option<&str>
 fn seen(informer: &SharedInformer, key: &str, expect: Expect) -> bool {
     match expect {
         Expect::AtLeast(version) => informer.seen_version() >= version,
-        Expect::Gone => informer.get(key).is_none(),
+        Expect::Gone { newer_than } => informer.get(key).is_none_or(|object| version_of(&object) > newer_than),
     }
+}
+
+/// A deletion the API server did not answer with a version: the version of
+/// the object the cache holds now under its key (the deleted one, unless the
+/// cache is past it already).
+fn held_version(informer: &SharedInformer, key: &str, expect: Expect) -> Expect {
+    match expect {
+        Expect::Gone { newer_than: 0 } => {
+            Expect::Gone { newer_than: informer.get(key).map_or(0, |object| version_of(&object)) }
+        }
+        other => other,
+    }
+}
+
+/// A cached object's resourceVersion as a number; 0 when it is not one.
+fn version_of(object: &CachedObject) -> u64 {
+    object.meta.resource_version.number().unwrap_or(0)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_deletion_should_be_seen_when_the_name_is_empty_or_holds_a_newer_object() {
+        use kube::api::{ApiResource, GroupVersionKind};
+
+        use crate::informer::{InformerSpec, InformerWriter};
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
+        let mut writer = InformerWriter::new(InformerSpec::new("cms", "", "v1", "ConfigMap"), resource, true);
+        let object = |uid: &str, version: &str| {
+            let json = serde_json::json!({ "metadata": {
+                "name": "a", "namespace": "ns", "uid": uid, "resourceVersion": version } });
+            writer.shape(json.to_string().as_bytes()).unwrap()
+        };
+        let (old, new) = (object("u1", "5"), object("u2", "9"));
+        writer.on_init();
+        writer.on_list_done();
+        writer.on_applied(old.clone());
+        // Deleted at version 7 by the sidecar; the cache has not seen it yet.
+        let deleted = Expect::Gone { newer_than: 7 };
+        assert!(!seen(writer.informer(), "ns/a", deleted), "the deleted object is still cached");
+        // The deletion and the creation under the same name came in one read of the watch.
+        writer.on_deleted(old);
+        writer.on_applied(new);
+        assert!(seen(writer.informer(), "ns/a", deleted), "the object there now came after the deletion");
+        assert!(seen(writer.informer(), "ns/b", deleted), "nothing under the name");
+        // Unanswered with a version: the one the cache holds when the write is noted.
+        assert_eq!(
+            held_version(writer.informer(), "ns/a", Expect::Gone { newer_than: 0 }),
+            Expect::Gone { newer_than: 9 }
+        );
+    }
 
     fn write(expects: &[(usize, &str, Expect)], at: Instant) -> PendingWrite {
         PendingWrite {
@@ -413,14 +470,14 @@ mod tests {
         let now = Instant::now();
         let mut ledger = Ledger::default();
         ledger.insert(write(&[(0, "ns/a", Expect::AtLeast(5)), (1, "ns/a", Expect::AtLeast(5))], now));
-        ledger.insert(write(&[(0, "ns/a", Expect::AtLeast(9)), (0, "ns/b", Expect::Gone)], now));
+        ledger.insert(write(&[(0, "ns/a", Expect::AtLeast(9)), (0, "ns/b", Expect::Gone { newer_than: 3 })], now));
         let of = |ledger: &Ledger, cache, key| ledger.expects_of(cache, key, now);
         assert_eq!(
             of(&ledger, 0, Some("ns/a")),
             [(Arc::from("ns/a"), Expect::AtLeast(5)), (Arc::from("ns/a"), Expect::AtLeast(9))]
         );
         assert_eq!(of(&ledger, 1, Some("ns/a")), [(Arc::from("ns/a"), Expect::AtLeast(5))]);
-        assert_eq!(of(&ledger, 0, Some("ns/b")), [(Arc::from("ns/b"), Expect::Gone)]);
+        assert_eq!(of(&ledger, 0, Some("ns/b")), [(Arc::from("ns/b"), Expect::Gone { newer_than: 3 })]);
         assert_eq!(of(&ledger, 0, None).len(), 3, "a list waits for every write of its cache");
         assert_eq!(of(&ledger, 2, None), [], "nothing for a cache no write concerns");
 

@@ -245,3 +245,53 @@ async fn k8s_a_write_under_a_lost_lease_should_be_refused_and_not_made() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// An object deleted and created again under its name, both through the sidecar: a read after
+/// both sees the new object. The guard waited for the name to be empty in the cache, which never
+/// came once the new object was there, and failed the read after 10 s; here that needs the watch
+/// to bring both events in one read (an outside review saw it 3 times in 3 behind a lagging
+/// watch; this loopback run rarely does), so the unit test
+/// `freshness::a_deletion_should_be_seen_when_the_name_is_empty_or_holds_a_newer_object` shows
+/// it every time, and this one checks the whole path against the API server's delete answer.
+#[tokio::test]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
+async fn k8s_a_read_after_a_delete_and_a_create_of_the_same_name_should_see_the_new_object() {
+    let (ns, mut clients, _running) = start("recreate", "").await;
+    for round in 0..5u64 {
+        create_counter(&mut clients, ns.name(), "again").await;
+        let delete = pb::DeleteObjectRequest {
+            r#type: config_maps(),
+            namespace: ns.name().into(),
+            name: "again".into(),
+            ..Default::default()
+        };
+        assert!(clients.objects.delete_object(delete).await.unwrap().into_inner().gone);
+        clients.write_counter(ns.name(), "again", round, None).await.unwrap_err(); // not there now
+        let object = json!({"metadata": {"name": "again"}, "data": {"counter": (round + 100).to_string()}});
+        let request = pb::CreateObjectRequest {
+            r#type: config_maps(),
+            namespace: ns.name().into(),
+            json: serde_json::to_vec(&object).unwrap(),
+            ..Default::default()
+        };
+        clients.objects.create_object(request).await.unwrap();
+        let read = pb::GetObjectRequest {
+            informer: "cms".into(),
+            namespace: ns.name().into(),
+            name: "again".into(),
+            wait: secs(5),
+            ..Default::default()
+        };
+        let answer = clients.cache.get_object(read).await;
+        let object = answer.unwrap_or_else(|status| panic!("round {round}: {status:?}")).into_inner().object;
+        assert_eq!(counter_of(&object.expect("cached").json), round + 100, "round {round}: the new object");
+        let delete = pb::DeleteObjectRequest {
+            r#type: config_maps(),
+            namespace: ns.name().into(),
+            name: "again".into(),
+            ..Default::default()
+        };
+        clients.objects.delete_object(delete).await.unwrap();
+    }
+    ns.delete().await;
+}

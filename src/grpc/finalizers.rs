@@ -152,7 +152,7 @@ impl DeclaredFinalizers {
         };
         match change.map_err(Fenced::Write)? {
             FinalizerChange::Changed(object) => ticket.written(Written::object(&target.kind, &object)),
-            FinalizerChange::Gone => ticket.written(Written::gone(target)),
+            FinalizerChange::Gone => ticket.written(Written::gone(target, None)),
             FinalizerChange::Unchanged => {}
         }
         Ok(())

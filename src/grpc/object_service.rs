@@ -104,8 +104,8 @@ impl ObjectService for ObjectApi {
         };
         let (writer, ticket) = self.begin(req.lease.as_ref())?;
         let reply = match writer.delete(&target, options).await.map_err(ApiError::from)? {
-            Deleted::Gone => {
-                ticket.written(Written::gone(&target));
+            Deleted::Gone(version) => {
+                ticket.written(Written::gone(&target, version));
                 pb::DeleteObjectResponse { gone: true, object: None }
             }
             Deleted::Pending(object) => {

@@ -62,8 +62,9 @@ pub struct DeleteOptions {
 /// What a delete did.
 #[derive(Debug)]
 pub enum Deleted {
-    /// The object is gone.
-    Gone,
+    /// The object is gone; the resourceVersion of its final state, when the
+    /// API server answered with it.
+    Gone(Option<u64>),
     /// The object stays, marked for deletion, until whatever holds it lets go (finalizers, a grace period).
     Pending(Box<DynamicObject>),
 }
@@ -152,7 +153,8 @@ impl ObjectWriter {
         // state when it is gone at once.
         match api.delete(&target.name, &params).await.map_err(WriteError::from_kube)?.left() {
             Some(object) if is_pending(&object) => Ok(Deleted::Pending(Box::new(object))),
-            _ => Ok(Deleted::Gone),
+            Some(object) => Ok(Deleted::Gone(object.metadata.resource_version.and_then(|v| v.parse().ok()))),
+            None => Ok(Deleted::Gone(None)),
         }
     }
 
