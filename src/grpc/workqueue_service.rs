@@ -61,9 +61,10 @@ fn priority(asked: Option<i32>) -> i32 {
 
 type Reply<T> = Result<Response<T>, Status>;
 
-/// How large a unary Get's answer may grow: gRPC clients refuse larger
-/// messages by default (4 MiB in grpc-go, grpc-java, grpcio and grpc-js).
-const MAX_GET_ANSWER_BYTES: usize = 4 * 1024 * 1024;
+/// How large a unary Get's answer (and a ListObjects page) may grow: gRPC
+/// clients refuse larger messages by default (4 MiB in grpc-go, grpc-java,
+/// grpcio and grpc-js).
+pub(super) const MAX_GET_ANSWER_BYTES: usize = 4 * 1024 * 1024;
 
 /// A unary Get's leases, within [`MAX_GET_ANSWER_BYTES`] once encoded; the
 /// first lease always fits (it is all a client can get).

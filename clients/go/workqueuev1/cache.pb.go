@@ -291,7 +291,9 @@ type ListObjectsRequest struct {
 	// Capped by the server.
 	Wait *durationpb.Duration `protobuf:"bytes,7,opt,name=wait,proto3" json:"wait,omitempty"`
 	// The most objects to return in one response; 0 lets the server choose.
-	// Capped by the server.
+	// Capped by the server, and a page ends early where the next object would
+	// take the response past 4 MiB (what gRPC clients take by default); it
+	// holds at least one object.
 	PageSize uint32 `protobuf:"varint,8,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The next_page_token of the previous response, to continue a listing;
 	// empty starts at the beginning. Pages are read from the live cache, not a

@@ -137,7 +137,9 @@ export interface ListObjectsRequest {
     | undefined;
   /**
    * The most objects to return in one response; 0 lets the server choose.
-   * Capped by the server.
+   * Capped by the server, and a page ends early where the next object would
+   * take the response past 4 MiB (what gRPC clients take by default); it
+   * holds at least one object.
    */
   pageSize: number;
   /**
