@@ -140,6 +140,8 @@ pub enum ElectionError {
     Read { namespace: String, name: String, source: kube::Error },
     #[error("writing Lease {namespace}/{name}: {source}")]
     Write { namespace: String, name: String, source: kube::Error },
+    #[error("the API server did not answer within the renew deadline ({within:?})")]
+    NoAnswer { within: Duration },
 }
 
 impl Elector {
@@ -158,7 +160,12 @@ impl Elector {
         on_change(Leadership::Follower);
         loop {
             let attempt_started = Instant::now();
-            match self.try_acquire_or_renew().await {
+            // Bounded as client-go bounds its renewals: an API server that
+            // hangs (rather than refuses) kept this leader's gauge at 1 and
+            // said nothing until it answered again, 40 s and more.
+            let within = self.settings.renew_deadline;
+            let attempt = tokio::time::timeout(within, self.try_acquire_or_renew()).await;
+            match attempt.unwrap_or(Err(ElectionError::NoAnswer { within })) {
                 Ok(true) => {
                     last_renewal = attempt_started;
                     if !leading {
