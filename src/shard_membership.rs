@@ -79,6 +79,12 @@ pub enum MembershipSettingsError {
     FractionalLeaseDuration(Duration),
     #[error("the shard group and the identity must not be empty")]
     EmptyName,
+    #[error(
+        "this replica's shard Lease would be named {0:?} (`--shard-group`-identity), which the API server refuses: \
+         a DNS subdomain is lowercase letters, digits, '-' and '.'; give --leader-election-identity (POD_NAME) \
+         or a --shard-group that make one (the default identity is the host name)"
+    )]
+    BadLeaseName(String),
 }
 
 /// What the replica is told as its share changes.
@@ -133,6 +139,19 @@ pub struct Membership {
     may_delete: bool,
 }
 
+/// A name as the API server takes one for a Lease: at most 253 bytes of
+/// dot-separated labels, each lowercase letters, digits and '-', starting
+/// and ending with a letter or digit.
+fn is_dns_subdomain(name: &str) -> bool {
+    name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
 impl Membership {
     pub fn new(client: kube::Client, settings: MembershipSettings) -> Result<Membership, MembershipSettingsError> {
         settings.timings.validate()?;
@@ -142,8 +161,13 @@ impl Membership {
         if settings.group.is_empty() || settings.identity.is_empty() {
             return Err(MembershipSettingsError::EmptyName);
         }
-        let api = Api::namespaced(client, &settings.namespace);
         let lease_name = format!("{}-{}", settings.group, settings.identity);
+        // Checked here: the API server refuses every write of such a Lease,
+        // and the replica ran on owning nothing, ready, two warnings a second.
+        if !is_dns_subdomain(&lease_name) {
+            return Err(MembershipSettingsError::BadLeaseName(lease_name));
+        }
+        let api = Api::namespaced(client, &settings.namespace);
         let member = Member::new(Arc::from(settings.identity.as_str()), settings.timings);
         Ok(Membership {
             api,
@@ -565,6 +589,13 @@ mod tests {
                 Membership::new(client(), settings(ShardSettings::default(), "")),
                 Err(MembershipSettingsError::EmptyName)
             ));
+            for identity in ["S1", "pod_1", "pod-1-"] {
+                assert!(matches!(
+                    Membership::new(client(), settings(ShardSettings::default(), identity)),
+                    Err(MembershipSettingsError::BadLeaseName(_))
+                ));
+            }
+            assert!(Membership::new(client(), settings(ShardSettings::default(), "pod-1.zone-a")).is_ok());
             let unsafe_timings = ShardSettings { renew_deadline: Duration::from_secs(15), ..ShardSettings::default() };
             assert!(matches!(
                 Membership::new(client(), settings(unsafe_timings, "a")),
