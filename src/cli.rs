@@ -62,9 +62,9 @@ pub struct Cli {
     #[arg(long, env = "WQS_LOG", value_name = "FILTER", default_value = "info", value_parser = parse_log_filter)]
     pub log: String,
 
-    /// Kubeconfig for the informers' API server. Without it: $KUBECONFIG,
-    /// ~/.kube/config, or the pod's service account. Unused when the config
-    /// has no informers.
+    /// Kubeconfig for the API server (informers, writes, leader election,
+    /// shard Leases). Without it: $KUBECONFIG, ~/.kube/config, or the pod's
+    /// service account. Unused when nothing needs the API server.
     #[arg(long, env = "WQS_KUBECONFIG", value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
 

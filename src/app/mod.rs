@@ -131,7 +131,9 @@ impl Sidecar {
         let tls = tls.map(|files| ServingTls::watch(files, metrics.tls_reloads.clone())).transpose()?;
         let listeners = Listeners::bind_with(tcp, unix.as_deref(), exposure, tls).await?;
         let admin = match admin {
-            Some(address) => Some(server::bind_admin(address, exposure.allow_remote).await?),
+            Some(address) => {
+                Some(server::bind_admin(address, exposure.allow_remote).await.context("the admin port (--admin)")?)
+            }
             None => None,
         };
         Ok(Sidecar {
