@@ -37,6 +37,13 @@ func startSidecar(t *testing.T, args ...string) *sidecar {
 	return sidecartest.Start(t, args...)
 }
 
+// startShortLeaseSidecar starts a sidecar whose queue "default" grants 1 s
+// leases by default, for tests of leases that run out.
+func startShortLeaseSidecar(t *testing.T) *sidecar {
+	t.Helper()
+	return startSidecar(t, "--config", writeConfig(t, "queues:\n  default:\n    lease_ttl: 1s\n"))
+}
+
 func writeConfig(t *testing.T, yaml string) string {
 	t.Helper()
 	return sidecartest.WriteConfig(t, yaml)

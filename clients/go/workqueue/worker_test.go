@@ -206,13 +206,7 @@ func TestRunRequeueAfterBringsTheKeyBackLater(t *testing.T) {
 
 // conformance: C4
 func TestRunExtendsTheLeaseOfASlowReconcile(t *testing.T) {
-	config := writeConfig(t, `
-queues:
-  default:
-    lease_ttl: 1s
-`)
-	sc := startSidecar(t, "--config", config)
-	q := dial(t, sc).Queue("default")
+	q := dial(t, startShortLeaseSidecar(t)).Queue("default")
 	const work = 3500 * time.Millisecond // three and a half lease TTLs
 	rec := newRecorder(func(ctx context.Context, _ workqueue.Request, _ int) (workqueue.Result, error) {
 		select {
@@ -373,12 +367,7 @@ func TestRunStopsGracefullyAndHandsKeysBack(t *testing.T) {
 }
 
 func TestRunNeverReconcilesOneKeyTwiceAtOnceInAProcess(t *testing.T) {
-	config := writeConfig(t, `
-queues:
-  default:
-    lease_ttl: 1s
-`)
-	sc := startSidecar(t, "--config", config)
+	sc := startShortLeaseSidecar(t)
 	q := dial(t, sc).Queue("default")
 	rec := newRecorder(func(ctx context.Context, _ workqueue.Request, n int) (workqueue.Result, error) {
 		if n == 0 {
