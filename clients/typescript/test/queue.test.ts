@@ -16,7 +16,7 @@ import {
   type Client,
   type ConnectOptions,
 } from "../src/index.js";
-import { eventually, Fixture, sleep } from "./sidecar.js";
+import { eventually, Fixture, gate, sleep } from "./sidecar.js";
 
 /** A client with options of its own, closed when the test ends. */
 async function clientWith(f: Fixture, target: string, options: ConnectOptions): Promise<Client> {
@@ -158,8 +158,7 @@ test("unary calls have a deadline and a signal: on a stopped sidecar they fail w
 /** Runs a worker whose reconcile holds its lease until the test ends (a drain waits its whole timeout); resolves once it holds one. */
 async function holdOneKey(f: Fixture, client: Client): Promise<void> {
   const q = client.queue("default");
-  let release: () => void = () => {};
-  const released = new Promise<void>((resolve) => (release = resolve));
+  const { opened: released, open: release } = gate();
   let started = false;
   const stop = new AbortController();
   const done = q.run(

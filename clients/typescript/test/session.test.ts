@@ -12,7 +12,7 @@ import { LostFinishes } from "../src/lost-finishes.js";
 import { Session } from "../src/session.js";
 import { toDuration } from "../src/time.js";
 import { Worker } from "../src/worker.js";
-import { eventually, RecordingLogger, sleep } from "./sidecar.js";
+import { eventually, gate, RecordingLogger, sleep } from "./sidecar.js";
 
 /** A Work call that records what is written and hands the session what a test sends. */
 class FakeCall extends EventEmitter {
@@ -110,8 +110,7 @@ test("a lease for a key whose lost reconcile still runs waits in its slot, and i
   const call = new FakeCall();
   const log = new RecordingLogger();
   const started: bigint[] = [];
-  let release: () => void = () => {};
-  const released = new Promise<void>((resolve) => (release = resolve));
+  const { opened: released, open: release } = gate();
   const reconcile = async (req: { token: bigint }): Promise<void> => {
     started.push(req.token);
     if (req.token === 1n) await released; // ignores its signal

@@ -162,6 +162,13 @@ export async function eventually(what: string, check: () => boolean | Promise<bo
   }
 }
 
+/** A promise that resolves once `open` is called: holds a test's reconcile until the test lets it go. */
+export function gate(): { opened: Promise<void>; open: () => void } {
+  let open: () => void = () => {};
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  return { opened, open };
+}
+
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -9,7 +9,7 @@ import { WorkQueueServiceClient, type WorkResponse } from "../src/gen/workqueue/
 import { LeaseLostError, StopRequestedError, type Client, type Reconcile, type Request, type Result, type RunOptions } from "../src/index.js";
 import { MAX_LOGGED_ERROR_CHARS } from "../src/log.js";
 import { Session } from "../src/session.js";
-import { blockFor, eventually, Fixture, RecordingLogger, sleep } from "./sidecar.js";
+import { blockFor, eventually, Fixture, gate, RecordingLogger, sleep } from "./sidecar.js";
 
 /** One reconcile call: its request, when it ran, and why its signal aborted (if it did). */
 interface Attempt {
@@ -325,8 +325,7 @@ test("C7 graceful stop: the running reconcile finishes and counts, unstarted key
   const f = new Fixture(t);
   const client = await f.client((await f.sidecar()).target);
   const q = client.queue("default");
-  let release: () => void = () => {};
-  const released = new Promise<void>((resolve) => (release = resolve));
+  const { opened: released, open: release } = gate();
   const rec = new Recorder(async (req) => {
     await released;
     if (req.signal.aborted) throw new Error("aborted");
@@ -372,8 +371,7 @@ test("C7 close() stops the client's running workers: run resolves, running recon
   const f = new Fixture(t);
   const client = await f.client((await f.sidecar()).target);
   const q = client.queue("default");
-  let release: () => void = () => {};
-  const released = new Promise<void>((resolve) => (release = resolve));
+  const { opened: released, open: release } = gate();
   const rec = new Recorder(async (req) => {
     if (req.key === "running") await released;
   });
