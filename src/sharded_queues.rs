@@ -4,8 +4,10 @@
 //! grant from and until when; this module applies that to every sharded
 //! queue. The term end bounds grants and leases (`set_grant_until`), and is
 //! set before the slots, so no lease outlives the term it was granted in. A
-//! revoke is applied at once: the queues hand back the leases in those slots
-//! there and then, so the membership is told they ended straight away.
+//! revoke stops the grants from those slots at once and asks their leases
+//! back; the membership is told they ended (and releases the slots to their
+//! new owner) only once every lease asked back has ended: finished by its
+//! worker, or past its deadline, which no Extend moves any more.
 
 use std::sync::Arc;
 
@@ -42,7 +44,7 @@ pub fn shard_of(by: ShardBy, primary: Arc<SharedInformer>) -> ShardOf<Arc<str>> 
 
 /// Applies the membership's events to `queues` and tells the sharded
 /// informers the slots owned (`owned`), until the membership ends; answers
-/// each revoke on `leases_ended` once the queues handed its leases back.
+/// each revoke on `leases_ended` once no lease it asked back is held.
 pub async fn follow_shards(
     queues: Vec<Queue>,
     owned_slots: watch::Sender<Option<SlotSet>>,
@@ -60,11 +62,25 @@ pub async fn follow_shards(
             *listed = Some(*owned);
             changed
         });
-        metrics.leases_handed_back.inc_by(changed.leases_handed_back as u64);
+        metrics.leases_handed_back.inc_by(changed.leases_asked_back as u64);
         metrics.keys_unparked.inc_by(changed.keys_unparked as u64);
-        changed.leases_handed_back
+        changed.leases_asked_back
     };
-    while let Some(event) = events.recv().await {
+    // Slots revoked whose leases may still be held: released together once
+    // none is.
+    let mut releasing = SlotSet::EMPTY;
+    loop {
+        let event = tokio::select! {
+            event = events.recv() => match event {
+                Some(event) => event,
+                None => return,
+            },
+            () = asked_back_ended(&queues), if !releasing.is_empty() => {
+                debug!(slots = releasing.len(), "the leases asked back have ended; their slots are released");
+                let _ = leases_ended.send(std::mem::replace(&mut releasing, SlotSet::EMPTY));
+                continue;
+            }
+        };
         match event {
             ShardEvent::Grant(grant) => {
                 if let Some(grant) = grant {
@@ -78,10 +94,13 @@ pub async fn follow_shards(
             }
             ShardEvent::Effect(Effect::Revoke(slots)) => {
                 owned = owned.difference(&slots);
-                let handed_back = apply(&owned);
+                let asked_back = apply(&owned);
                 metrics.slots_revoked.inc_by(slots.len() as u64);
-                info!(slots = slots.len(), handed_back, "shard slots given up; their leases handed back");
-                let _ = leases_ended.send(slots);
+                info!(
+                    slots = slots.len(),
+                    asked_back, "shard slots given up; the workers holding their keys are asked to stop"
+                );
+                releasing = releasing.union(&slots);
             }
             ShardEvent::Effect(Effect::Gained(slots)) => {
                 metrics.slots_gained.inc_by(slots.len() as u64);
@@ -99,5 +118,12 @@ pub async fn follow_shards(
                 );
             }
         }
+    }
+}
+
+/// Resolves once no queue holds a lease asked back.
+async fn asked_back_ended(queues: &[Queue]) {
+    for queue in queues {
+        queue.asked_back_ended().await;
     }
 }

@@ -6,7 +6,9 @@
 //! informer listing every object (keys of other slots parked), and with the
 //! informer listing only the replica's slots (KEP-5866's `shardSelector`),
 //! where each replica's cache holds its own share and, as its slots change,
-//! lists only the slots it gained.
+//! lists only the slots it gained. And a worker that never looks up from a
+//! reconcile keeps its key to itself until its lease's deadline, however the
+//! slots move meanwhile.
 
 #[path = "support/holding_worker.rs"]
 mod holding_worker;
@@ -19,7 +21,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use holding_worker::{Tracker, spawn_holding_worker};
+use holding_worker::{Tracker, spawn_deaf_unary_worker, spawn_holding_worker};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::PostParams;
@@ -189,6 +191,49 @@ async fn k8s_sharded_queue_should_give_each_key_to_one_replica_as_replicas_come_
 #[ignore = "needs a control plane: hack/test runs it with --ignored"]
 async fn k8s_sharded_informer_should_cache_only_its_replicas_share_as_replicas_come_and_go() {
     replicas_come_and_go(Informer::Sharded).await;
+}
+
+/// The class of fault: a slot's new owner granted a key while the old
+/// owner's worker still held a valid lease on it, because the old owner
+/// ended that lease itself when the slot moved and told only workers that
+/// listen (a Work stream's Cancel, or the next Extend). A worker that calls
+/// `Get`, then reconciles without a heartbeat, heard nothing and still held
+/// the key by its deadline when the new owner granted it 0.4-0.8 s later.
+#[tokio::test]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
+async fn k8s_a_slot_should_move_only_once_the_leases_on_its_keys_ended_even_for_a_worker_that_hears_nothing() {
+    let client = control_plane::client().await;
+    let ns = TestNamespace::create(&client, "sharded-deaf").await;
+    let cms: Api<ConfigMap> = ns.api();
+    let config = config_file(ns.name(), Informer::Whole);
+    let tracker = Arc::new(Tracker::default());
+    create(&cms, 0..OBJECTS).await;
+
+    let r0 = start(ns.name(), &config, "r0");
+    spawn_deaf_unary_worker(0, r0.endpoint(), QUEUE, tracker.clone());
+    let started = Instant::now();
+    while tracker.count(0) < OBJECTS / 2 {
+        assert!(started.elapsed() < WITHIN, "r0's worker holds keys: {} of {OBJECTS}", tracker.count(0));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // r1 joins: about half of the slots, with keys r0's worker holds, move.
+    let r1 = start(ns.name(), &config, "r1");
+    spawn_holding_worker(1, r1.endpoint(), QUEUE, tracker.clone());
+    let joined = Instant::now();
+    while tracker.count(1) < OBJECTS / 4 {
+        assert!(joined.elapsed() < WITHIN, "r1's worker holds keys: {} of {OBJECTS}", tracker.count(1));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!("r1's worker held {} keys {:.1} s after r1 started", tracker.count(1), joined.elapsed().as_secs_f64());
+    // Longer than any lease r0 granted before the join (its term is 2 s).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let asked_back = r0.metric("workqueue_sidecar_shard_leases_handed_back_total").await.unwrap_or(0.0);
+    println!("r0 asked {asked_back} leases back as r1 joined");
+    assert!(asked_back > 0.0, "r0's worker held keys of the slots that moved");
+    assert_eq!(tracker.violations(), Vec::<String>::new(), "no key held by two workers at once");
+    let _ = std::fs::remove_file(config);
+    ns.delete().await;
 }
 
 async fn replicas_come_and_go(informer: Informer) {

@@ -32,7 +32,7 @@ use super::pb::{self, work_request, work_response};
 use super::status::{ApiError, code_of};
 use super::{convert, validate};
 use crate::informer::{InformerRegistry, SharedInformer};
-use crate::queue::{FinishOutcome, Holder, Lease, LeaseToken, LostLease, QueueError};
+use crate::queue::{FinishOutcome, Holder, Lease, LeaseLoss, LeaseToken, LostLease, QueueError};
 use crate::queue_registry::{Queue, QueueRegistry};
 
 /// Most leases one stream may hold at once.
@@ -444,20 +444,29 @@ impl Session {
     }
 
     /// A lease of this stream ended without a Finish (expired, or revoked:
-    /// handed back at a drain's end or when leadership was lost): the worker
-    /// is told to stop. Its credit comes back only with the worker's Finish,
-    /// so a worker that stopped reading gets no more. A lease not sent yet
-    /// (its finalizer being added) is dropped when that step ends.
+    /// handed back at a drain's end or when leadership was lost), or was asked
+    /// back (its key's shard slot moved away): the worker is told to stop.
+    /// Its credit comes back only with the worker's Finish, so a worker that
+    /// stopped reading gets no more. A lease not sent yet (its finalizer being
+    /// added) is dropped when that step ends.
     async fn lease_lost(&mut self, lost: LostLease<Arc<str>>) -> Result<(), Status> {
         let Some(held) = self.held.get_mut(&lost.token).filter(|held| held.sent && !held.ended) else {
             return Ok(());
         };
-        held.ended = true;
+        let (revoked, message) = match lost.how {
+            LeaseLoss::Ended(_) => {
+                held.ended = true;
+                (true, "the lease ended without a Finish (expired, or revoked by the sidecar)")
+            }
+            LeaseLoss::AskedBack => {
+                (false, "the key's shard slot moved to another replica: finish the lease; it can no longer be extended")
+            }
+        };
         let cancel = work_response::Cancel {
             key: lost.key.to_string(),
             token: lost.token.get(),
-            revoked: true,
-            message: "the lease ended without a Finish (expired, or revoked by the sidecar)".into(),
+            revoked,
+            message: message.into(),
         };
         send(&self.tx, work_response::Kind::Cancel(cancel)).await
     }

@@ -59,7 +59,7 @@ impl ShardMetrics {
         );
         registry.register(
             "workqueue_sidecar_shard_leases_handed_back",
-            "Leases handed back at once because their key's shard slot was given up",
+            "Leases asked back (their holders told to stop) because their key's shard slot was given up; the slot moves once they ended",
             metrics.leases_handed_back.clone(),
         );
         registry.register(

@@ -1,4 +1,4 @@
-//! Lost leases, pushed to their holder: leases that ended without their holder ending them.
+//! Lost leases, pushed to their holder: leases that ended without their holder ending them, or that the queue asked back.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -9,14 +9,26 @@ use tokio::sync::mpsc;
 use super::lease::{Holder, LeaseToken};
 use super::observer::LeaseEndKind;
 
-/// A lease that ended without its holder's Done or Finish: it expired, or
-/// the queue handed it back (the end of a drain, leadership lost).
+/// A lease its holder should stop working on: it ended without the
+/// holder's Done or Finish, or the queue asked for it back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LostLease<K> {
     pub key: K,
     pub token: LeaseToken,
-    /// `Expired` or `Returned`.
-    pub how: LeaseEndKind,
+    pub how: LeaseLoss,
+}
+
+/// How a lease was lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseLoss {
+    /// It ended: `Expired`, or `Returned` (the end of a drain, leadership
+    /// lost). Its token is stale.
+    Ended(LeaseEndKind),
+    /// Its key's shard slot moved to another replica. The lease stays valid
+    /// until its holder ends it or its deadline passes, and no Extend moves
+    /// that deadline: the new owner grants the key only once this lease can
+    /// no longer be held.
+    AskedBack,
 }
 
 /// Where each watching holder hears of its lost leases.

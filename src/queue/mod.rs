@@ -35,7 +35,7 @@ mod model_tests;
 pub use error::QueueError;
 pub use introspect::{DirtyStatus, KeyPhase, KeyStatus, QueueCounts};
 pub use lease::{FinishOutcome, Holder, Lease, LeaseRenewal, LeaseToken};
-pub use lost_leases::{LostLease, LostLeases};
+pub use lost_leases::{LeaseLoss, LostLease, LostLeases};
 pub use observer::{LeaseEndKind, NoObserver, QueueObserver};
 pub use rate_limit::RateLimiterSpec;
 pub use reason::{Reason, ReasonKind, ReasonSet};

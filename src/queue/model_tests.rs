@@ -188,6 +188,9 @@ enum MPhase {
         ttl: Duration,
         dirty: Option<(i32, Instant)>,
         unsettled: bool,
+        /// Its key's slot stopped being owned while held: its deadline no
+        /// longer moves.
+        asked_back: bool,
     },
     /// After a lease with unseen writes: queued at `pending` when settled or at `until`.
     Settling {
@@ -284,8 +287,12 @@ impl Model {
     /// Ends the lease of `k`; `requeue` is the extra add the outcome asks for.
     fn end_lease(&mut self, k: usize, requeue: Option<Instant>, now: Instant) {
         let key = self.key(k);
-        let MPhase::Held { dirty, unsettled, .. } = key.phase.clone() else { panic!("model: {k} not held") };
+        let MPhase::Held { dirty, unsettled, asked_back, .. } = key.phase.clone() else {
+            panic!("model: {k} not held")
+        };
         let priority = key.priority;
+        // A key asked back stays queued whatever the outcome.
+        let requeue = requeue.or(asked_back.then_some(now));
         if unsettled {
             let pending = match (requeue, dirty) {
                 (Some(at), Some((p, dat))) => Some((priority.max(p), at.min(dat))),
@@ -405,6 +412,9 @@ fn ttl(asked: Option<u64>) -> Duration {
 
 /// Compares every key of the model with the queue's view of it.
 fn check_agreement(queue: &QueueState<String>, model: &Model) {
+    let asked_back =
+        model.keys.values().filter(|key| matches!(key.phase, MPhase::Held { asked_back: true, .. })).count();
+    assert_eq!(queue.asked_back(), asked_back, "leases asked back and not ended");
     for (k, name) in KEYS.iter().enumerate() {
         let status = queue.key_status(&name.to_string());
         let expected = model.keys.get(&k).cloned().unwrap_or_else(MKey::idle);
@@ -546,6 +556,7 @@ fn run(ops: Vec<Op>) {
                             ttl: ttl(ttl_ms),
                             dirty: None,
                             unsettled: false,
+                            asked_back: false,
                         };
                         past_tokens.push((k, lease.token));
                     }
@@ -594,14 +605,20 @@ fn run(ops: Vec<Op>) {
                 let result = queue.extend(KEYS[key], token, ttl_ms.map(ms), now);
                 if model.held_token(key) == Some(token) {
                     let renewal = result.unwrap();
-                    assert_eq!(renewal.cancel, model.shutting_down);
-                    let MPhase::Held { deadline, ttl: held_ttl, .. } = &mut model.key(key).phase else {
+                    let shutting_down = model.shutting_down;
+                    let MPhase::Held { deadline, ttl: held_ttl, asked_back, .. } = &mut model.key(key).phase else {
                         unreachable!("held_token said held")
                     };
-                    // Without a ttl, the lease is renewed by its own.
-                    let renewed_by = ttl_ms.map_or(*held_ttl, |asked| ttl(Some(asked)));
-                    assert_eq!(renewal.deadline, now + renewed_by);
-                    (*deadline, *held_ttl) = (renewal.deadline, renewed_by);
+                    if *asked_back {
+                        // The slot's new owner waits for this deadline.
+                        assert_eq!((renewal.deadline, renewal.cancel), (*deadline, true), "a lease asked back");
+                    } else {
+                        assert_eq!(renewal.cancel, shutting_down);
+                        // Without a ttl, the lease is renewed by its own.
+                        let renewed_by = ttl_ms.map_or(*held_ttl, |asked| ttl(Some(asked)));
+                        assert_eq!(renewal.deadline, now + renewed_by);
+                        (*deadline, *held_ttl) = (renewal.deadline, renewed_by);
+                    }
                 } else {
                     assert_eq!(result, Err(QueueError::StaleToken { token }));
                 }
@@ -658,22 +675,24 @@ fn run(ops: Vec<Op>) {
             }
             Op::SetOwned { owned } => {
                 model.owned = owned;
-                // No lease outlives the ownership of its key's slot.
-                let revoked: Vec<usize> = model
+                // No lease is extended past the ownership of its key's slot.
+                let asked: Vec<usize> = model
                     .keys
                     .iter()
-                    .filter(|(_, key)| matches!(key.phase, MPhase::Held { .. }))
+                    .filter(|(_, key)| matches!(key.phase, MPhase::Held { asked_back: false, .. }))
                     .map(|(k, _)| *k)
                     .filter(|&k| !model.in_owned_shard(k))
                     .collect();
                 assert_eq!(
-                    queue.set_owned_shards(owned.map(slot_set), now).leases_handed_back,
-                    revoked.len(),
-                    "leases handed back"
+                    queue.set_owned_shards(owned.map(slot_set)).leases_asked_back,
+                    asked.len(),
+                    "leases asked back"
                 );
-                for k in revoked {
-                    // Handed back: queued again at once, not a failure.
-                    model.end_lease(k, Some(now), now);
+                for k in asked {
+                    // Still held until it ends as leases do.
+                    if let MPhase::Held { asked_back, .. } = &mut model.key(k).phase {
+                        *asked_back = true;
+                    }
                 }
             }
             Op::ShutDown => {

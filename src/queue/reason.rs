@@ -30,7 +30,8 @@ pub enum ReasonKind {
     /// The previous holder went away (its stream broke) while holding the key.
     LeaseReleased,
     /// The sidecar handed the lease back without counting a failure: still
-    /// held at the end of a drain, or revoked when leadership was lost.
+    /// held at the end of a drain, revoked when leadership was lost, or asked
+    /// back when the key's shard slot moved to another replica.
     ShutdownReturned,
 }
 

@@ -53,6 +53,8 @@ struct Shared<K> {
     waiting: AtomicUsize,
     /// Wakes whoever waits for the last lease to end during a drain.
     leases_ended: Notify,
+    /// Wakes whoever waits for the last lease asked back to end.
+    asked_back_ended: Notify,
     /// Wakes the timer task when an earlier deadline appears or the queue goes away.
     timer: Arc<Notify>,
     /// Turns true when the queue starts shutting down; a watch so late subscribers see it too.
@@ -102,6 +104,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             ready: Notify::new(),
             waiting: AtomicUsize::new(0),
             leases_ended: Notify::new(),
+            asked_back_ended: Notify::new(),
             timer: timer.clone(),
             closing: watch::Sender::new(false),
             lost_lease_watchers: Arc::default(),
@@ -186,18 +189,32 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         if self.shared.shard_of.set(shard_of).is_err() {
             return false;
         }
-        self.with_state(|state, now| state.set_owned_shards(Some(SlotSet::EMPTY), now));
+        self.with_state(|state, _| state.set_owned_shards(Some(SlotSet::EMPTY)));
         true
     }
 
     /// Grants only keys in `owned` from now on. Parked keys of slots gained
-    /// go back to their lanes; leases of keys in slots lost are handed back at
-    /// once (their holders are told, their tokens turn stale, the keys stay
-    /// queued here). How many leases were handed back. Only for a queue
-    /// sharded with `shard_keys_by`.
+    /// go back to their lanes; leases of keys in slots lost are asked back
+    /// (their holders are told to stop; no Extend moves their deadlines; they
+    /// end as leases do), and `asked_back_ended` says when none is left. Only
+    /// for a queue sharded with `shard_keys_by`.
     pub fn set_owned_shards(&self, owned: SlotSet) -> ShardsChanged {
         debug_assert!(self.shared.shard_of.get().is_some(), "set_owned_shards on a queue that is not sharded");
-        self.with_state(|state, now| state.set_owned_shards(Some(owned), now))
+        self.with_state(|state, _| state.set_owned_shards(Some(owned)))
+    }
+
+    /// Resolves once no lease asked back by `set_owned_shards` is held (at
+    /// once if none is). Cancel-safe.
+    pub async fn asked_back_ended(&self) {
+        loop {
+            let ended = self.shared.asked_back_ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if self.with_state(|state, _| state.asked_back()) == 0 {
+                return;
+            }
+            ended.await;
+        }
     }
 
     /// The shard slot of `key` for a sharded queue (`Some(None)`: not known),
@@ -564,12 +581,13 @@ impl<K: Clone + Eq + Hash> Shared<K> {
     /// state up to date, then wakes whoever the change concerns.
     fn with_state<T>(&self, f: impl FnOnce(&mut QueueState<K>, Instant) -> T) -> T {
         let now = Instant::now();
-        let (result, wakeups, timer_stale, leases_left, lost) = {
+        let (result, wakeups, timer_stale, leases_left, lost, asked_back_ended) = {
             let mut state = self.state.lock();
             state.advance(now);
             let result = f(&mut state, now);
             let leases_left = state.is_shutting_down().then(|| state.held());
-            (result, state.take_wakeups(), state.take_timer_stale(), leases_left, state.take_lost())
+            let asked_back_ended = state.take_asked_back_ended();
+            (result, state.take_wakeups(), state.take_timer_stale(), leases_left, state.take_lost(), asked_back_ended)
         };
         if !lost.is_empty() {
             self.lost_lease_watchers.deliver(lost);
@@ -587,6 +605,9 @@ impl<K: Clone + Eq + Hash> Shared<K> {
         }
         if leases_left == Some(0) {
             self.leases_ended.notify_waiters();
+        }
+        if asked_back_ended {
+            self.asked_back_ended.notify_waiters();
         }
         result
     }

@@ -8,7 +8,7 @@ use tokio::time::{Instant, advance};
 use tokio_test::{assert_pending, assert_ready, task};
 
 use super::*;
-use crate::queue::{KeyPhase, RateLimiterSpec, ReasonKind};
+use crate::queue::{KeyPhase, LeaseLoss, RateLimiterSpec, ReasonKind};
 use crate::shard::{Slot as ShardSlot, SlotSet};
 
 fn manual() -> Reason {
@@ -776,7 +776,7 @@ async fn a_write_under_a_lost_lease_should_be_refused() {
 }
 
 /// The leases `lost` has been told of so far, without waiting.
-fn told(lost: &mut LostLeases<String>) -> Vec<(String, LeaseToken, crate::queue::LeaseEndKind)> {
+fn told(lost: &mut LostLeases<String>) -> Vec<(String, LeaseToken, LeaseLoss)> {
     std::iter::from_fn(|| lost.try_recv()).map(|lease| (lease.key, lease.token, lease.how)).collect()
 }
 
@@ -795,7 +795,11 @@ async fn a_holder_should_be_told_at_once_of_each_lease_that_expires() {
     assert_eq!(told(&mut lost), vec![]);
     advance(ms(1)).await;
     settle().await;
-    assert_eq!(told(&mut lost), vec![("a".to_string(), a.token, Expired)], "at its deadline, by the timer");
+    assert_eq!(
+        told(&mut lost),
+        vec![("a".to_string(), a.token, LeaseLoss::Ended(Expired))],
+        "at its deadline, by the timer"
+    );
     assert_eq!(told(&mut lost), vec![], "once");
 }
 
@@ -813,8 +817,8 @@ async fn a_holder_should_be_told_of_leases_handed_back_but_not_of_those_it_ended
     q.done("a", a.token).unwrap();
     q.finish("b", b.token, FinishOutcome::Retry { error: "x".into() }).unwrap();
     assert_eq!(q.close_term("not the leader"), 2);
-    assert_eq!(told(&mut lost), vec![("c".to_string(), c.token, Returned)]);
-    assert_eq!(told(&mut other), vec![("d".to_string(), d.token, Returned)]);
+    assert_eq!(told(&mut lost), vec![("c".to_string(), c.token, LeaseLoss::Ended(Returned))]);
+    assert_eq!(told(&mut other), vec![("d".to_string(), d.token, LeaseLoss::Ended(Returned))]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -910,22 +914,48 @@ async fn a_sharded_queue_should_grant_only_keys_of_owned_slots_and_keep_the_othe
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_slot_given_up_should_hand_its_leases_back_at_once_and_keep_its_keys() {
-    use crate::queue::LeaseEndKind::Returned;
+async fn a_slot_given_up_should_ask_its_leases_back_and_keep_them_valid_until_they_end() {
+    use crate::queue::LeaseEndKind::Expired;
     let q = sharded_queue();
     let mut lost = q.watch_lost_leases(&worker("w"));
     q.set_owned_shards(slots(&[0, 1]));
-    add(&q, "a1", 0);
+    for key in ["a1", "b1", "b2"] {
+        add(&q, key, 0);
+    }
+    let (a1, b1, b2) = (take(&q).unwrap(), take(&q).unwrap(), take(&q).unwrap());
+    assert_eq!(q.set_owned_shards(slots(&[0])).leases_asked_back, 2);
+    let mut heard = told(&mut lost);
+    heard.sort_by(|x, y| x.0.cmp(&y.0));
+    assert_eq!(
+        heard,
+        vec![("b1".to_string(), b1.token, LeaseLoss::AskedBack), ("b2".to_string(), b2.token, LeaseLoss::AskedBack)]
+    );
+    assert_eq!(q.set_owned_shards(slots(&[0])).leases_asked_back, 0, "asked back once");
+
+    // Still valid, but no Extend moves the deadline the new owner waits for.
+    advance(Duration::from_secs(1)).await;
+    let renewal = q.extend("b1", b1.token, Some(Duration::from_secs(600))).unwrap();
+    assert_eq!((renewal.deadline, renewal.cancel), (b1.deadline, true), "b1: stop, and no later deadline");
+    let renewal = q.extend("a1", a1.token, None).unwrap();
+    assert!(!renewal.cancel && renewal.deadline > a1.deadline, "a1's slot is still owned");
+    assert!(q.is_current("b2", b2.token));
+
+    let mut ended = task::spawn(q.asked_back_ended());
+    assert_pending!(ended.poll());
+    q.done("b1", b1.token).unwrap();
+    assert_pending!(ended.poll(), "b2 is still held");
+    advance(b2.deadline.saturating_duration_since(Instant::now())).await;
+    settle().await;
+    assert!(ended.is_woken(), "the last lease asked back ended: whoever waits is woken");
+    assert_ready!(ended.poll());
+    drop(ended);
+    assert_eq!(told(&mut lost), vec![("b2".to_string(), b2.token, LeaseLoss::Ended(Expired))]);
     add(&q, "b1", 0);
-    let (a1, b1) = (take(&q).unwrap(), take(&q).unwrap());
-    assert_eq!(q.set_owned_shards(slots(&[0])).leases_handed_back, 1);
-    assert_eq!(told(&mut lost), vec![("b1".to_string(), b1.token, Returned)]);
-    assert_eq!(q.done("b1", b1.token), Err(QueueError::StaleToken { token: b1.token }), "its token is stale");
-    assert_eq!(q.key_status("b1").failures, 0, "not counted as a failure");
-    assert_eq!(take_key(&q), None, "and not granted here");
+    assert_eq!(take_key(&q), None, "keys of the slot given up are not granted here");
     q.done("a1", a1.token).unwrap();
     q.set_owned_shards(slots(&[1]));
     assert_eq!(take_key(&q), Some("b1".into()), "granted again once owned again");
+    q.asked_back_ended().await;
 }
 
 #[tokio::test(start_paused = true)]

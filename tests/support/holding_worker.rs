@@ -1,4 +1,4 @@
-//! A remote worker that holds every lease it gets (a reconcile that never ends), and a tracker of who holds which key by the workers' own account.
+//! Remote workers that hold every lease they get (a reconcile that never ends, one of them deaf to cancellation), and a tracker of who holds which key by the workers' own account.
 #![allow(dead_code)] // Each test binary uses the part of this helper it needs.
 
 use std::collections::HashMap;
@@ -13,7 +13,8 @@ use workqueue_sidecar::grpc::pb::{self, work_request, work_response};
 
 /// Who holds which key, by the workers' own account: a key counts as held
 /// by a worker until its lease deadline passes unextended, it finishes it,
-/// or the sidecar cancels it.
+/// or the sidecar cancels it (a worker deaf to cancellation holds it until
+/// its deadline).
 #[derive(Default)]
 pub struct Tracker {
     pub held: Mutex<HashMap<String, (usize, SystemTime)>>,
@@ -63,7 +64,8 @@ pub fn wall(timestamp: Option<prost_types::Timestamp>) -> SystemTime {
 
 /// A worker that behaves as the clients do: it never finishes (a slow
 /// reconcile), extends each lease at a third of its time, and stops working
-/// on a key when its deadline passes unextended or the sidecar cancels it.
+/// on a key when its deadline passes unextended or the sidecar cancels it
+/// (answering a cancel of a lease still valid with its Finish, a retry).
 pub fn spawn_holding_worker(
     id: usize,
     endpoint: String,
@@ -111,6 +113,12 @@ pub fn spawn_holding_worker(
                         Some(work_response::Kind::Cancel(cancel)) => {
                             if let Some((key, _, _)) = leases.remove(&cancel.token) {
                                 tracker.release(&key, id);
+                                if !cancel.revoked {
+                                    let retry = pb::Retry { error: "cancelled".into() };
+                                    let outcome = Some(work_request::finish::Outcome::Retry(retry));
+                                    let finish = work_request::Finish { key, token: cancel.token, outcome };
+                                    let _ = tx.try_send(pb::WorkRequest { kind: Some(work_request::Kind::Finish(finish)) });
+                                }
                             }
                         }
                         _ => {}
@@ -139,6 +147,37 @@ pub fn spawn_holding_worker(
         // The stream broke: this worker stops on everything it held.
         for (key, _, _) in leases.into_values() {
             tracker.release(&key, id);
+        }
+    })
+}
+
+/// A unary worker whose reconcile never ends and never looks up: it takes
+/// every key it can with `Get` and holds each until the deadline `Get` gave
+/// it, with no Extend, Done or Finish, so it hears of nothing the sidecar
+/// does meanwhile. That the sidecar may do nothing to the lease before its
+/// deadline is the whole promise of a lease.
+pub fn spawn_deaf_unary_worker(
+    id: usize,
+    endpoint: String,
+    queue: &str,
+    tracker: Arc<Tracker>,
+) -> tokio::task::JoinHandle<()> {
+    let queue = queue.to_owned();
+    tokio::spawn(async move {
+        let Ok(mut client) = WorkQueueServiceClient::connect(endpoint).await else { return };
+        loop {
+            let request = pb::GetRequest {
+                queue: queue.clone(),
+                worker: format!("w{id}"),
+                max_keys: 64,
+                wait: Some(prost_types::Duration { seconds: 1, nanos: 0 }),
+                lease_ttl: None,
+                include_object: false,
+            };
+            let Ok(response) = client.get(request).await else { return };
+            for lease in response.into_inner().leases {
+                tracker.hold(&lease.key, id, wall(lease.deadline));
+            }
         }
     })
 }

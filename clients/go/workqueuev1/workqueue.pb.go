@@ -58,8 +58,9 @@ const (
 	// or indexed object changed).
 	ReasonKind_REASON_KIND_TRIGGER ReasonKind = 11
 	// The sidecar handed the previous lease back without counting a failure:
-	// it was still held at the end of a drain (ShutDown), or revoked when this
-	// sidecar lost leadership.
+	// it was still held at the end of a drain (ShutDown), revoked when this
+	// sidecar lost leadership, or asked back when the key's shard slot moved to
+	// another replica (the key stays queued here, whatever the lease's end).
 	ReasonKind_REASON_KIND_SHUTDOWN_RETURNED ReasonKind = 12
 )
 
@@ -3202,7 +3203,9 @@ type WorkResponse_Cancel struct {
 	// lost leadership): the worker must stop, and its Finish for the lease,
 	// answered with FAILED_PRECONDITION, gives the credit back. False when
 	// the lease stays valid until its deadline, so the worker should Finish
-	// it soon (e.g. the queue was shut down without drain).
+	// it soon (the queue was shut down without drain, or the key's shard slot
+	// moved to another replica, which grants the key only once this lease
+	// has ended or its deadline, no longer extended, has passed).
 	Revoked bool `protobuf:"varint,3,opt,name=revoked,proto3" json:"revoked,omitempty"`
 	// Why, for logs (e.g. "leadership lost", "queue shutting down").
 	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`

@@ -125,7 +125,10 @@ type WorkQueueServiceClient interface {
 	ShutDown(ctx context.Context, in *ShutDownRequest, opts ...grpc.CallOption) (*ShutDownResponse, error)
 	// Extend moves a lease's deadline to now + ttl: the heartbeat of a long
 	// reconcile. Its cancel flag asks the worker to stop working on the key
-	// (the queue is shutting down or this sidecar lost leadership).
+	// (the queue is shutting down, this sidecar lost leadership, or the key's
+	// shard slot moved to another replica). A lease whose shard slot moved is
+	// not extended: the answer keeps its deadline, which the slot's new owner
+	// waits for before it grants the key.
 	Extend(ctx context.Context, in *ExtendRequest, opts ...grpc.CallOption) (*ExtendResponse, error)
 	// Finish ends a lease with its outcome in one call, like
 	// controller-runtime's Result: success is Forget + Done; retry is
@@ -409,7 +412,10 @@ type WorkQueueServiceServer interface {
 	ShutDown(context.Context, *ShutDownRequest) (*ShutDownResponse, error)
 	// Extend moves a lease's deadline to now + ttl: the heartbeat of a long
 	// reconcile. Its cancel flag asks the worker to stop working on the key
-	// (the queue is shutting down or this sidecar lost leadership).
+	// (the queue is shutting down, this sidecar lost leadership, or the key's
+	// shard slot moved to another replica). A lease whose shard slot moved is
+	// not extended: the answer keeps its deadline, which the slot's new owner
+	// waits for before it grants the key.
 	Extend(context.Context, *ExtendRequest) (*ExtendResponse, error)
 	// Finish ends a lease with its outcome in one call, like
 	// controller-runtime's Result: success is Forget + Done; retry is

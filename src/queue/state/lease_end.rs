@@ -11,7 +11,7 @@ use super::lease_deadlines::LeaseDeadline;
 use super::{HeldLease, LeaseEnd, Pending, Phase, QueueState};
 use crate::queue::error::QueueError;
 use crate::queue::lease::{FinishOutcome, Holder, LeaseRenewal, LeaseToken};
-use crate::queue::lost_leases::LostLease;
+use crate::queue::lost_leases::{LeaseLoss, LostLease};
 use crate::queue::observer::LeaseEndKind;
 use crate::queue::priority::Slot;
 use crate::queue::reason::{Reason, ReasonKind, ReasonSet};
@@ -87,6 +87,11 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         Q: Hash + Eq + ?Sized,
     {
         let slot = self.held_slot(key, token).inspect_err(|_| self.observer.stale_token())?;
+        let held = self.held_lease_mut(slot);
+        if held.asked_back {
+            // Its slot's new owner waits for this deadline: it stays.
+            return Ok(LeaseRenewal { deadline: held.deadline, cancel: true });
+        }
         let ttl = match ttl {
             Some(asked) => self.lease_ttl(Some(asked)),
             None => self.held_lease_mut(slot).ttl,
@@ -231,6 +236,10 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         };
         let held = self.held_leases.remove(held);
         self.lease_ended();
+        if held.asked_back {
+            self.asked_back = self.asked_back.saturating_sub(1);
+            self.asked_back_ended |= self.asked_back == 0;
+        }
         let entry = &mut self.entries[slot];
         let how = match end {
             LeaseEnd::Lost(ReasonKind::LeaseExpired) => LeaseEndKind::Expired,
@@ -243,7 +252,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         self.observer.lease_ended(now.saturating_duration_since(held.granted_at), how);
         if matches!(how, LeaseEndKind::Expired | LeaseEndKind::Returned) {
             // Its holder did not end it and may still be working: tell it.
-            let lost = LostLease { key: entry.key.clone(), token: held.token, how };
+            let lost = LostLease { key: entry.key.clone(), token: held.token, how: LeaseLoss::Ended(how) };
             self.lost.push((held.holder.clone(), lost));
         }
         let lease_priority = entry.priority;
@@ -284,6 +293,13 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
                 Some((reasons, now))
             }
         };
+        // A key asked back stays queued here (parked) whatever the outcome,
+        // as when its lease was handed back: this replica may own its slot
+        // again before the new owner finished it.
+        let requeue = match requeue {
+            None if held.asked_back => Some((ReasonSet::from(Reason::of(ReasonKind::ShutdownReturned)), now)),
+            requeue => requeue,
+        };
 
         if held.unsettled {
             // Writes under this lease are not in every cache yet: what would
@@ -319,7 +335,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     }
 
     /// The lease of the key in `slot`, which the caller checked is held.
-    fn held_lease_mut(&mut self, slot: Slot) -> &mut HeldLease {
+    pub(super) fn held_lease_mut(&mut self, slot: Slot) -> &mut HeldLease {
         let Phase::Held(held) = self.entries[slot].phase else { unreachable!("held_slot checked the phase") };
         &mut self.held_leases[held]
     }

@@ -124,6 +124,9 @@ struct HeldLease {
     /// The worker wrote through the sidecar under this lease, and the caches
     /// have not all seen it yet: the key settles when the lease ends.
     unsettled: bool,
+    /// Its key's shard slot moved away: its holder was asked to stop, and its
+    /// deadline no longer moves.
+    asked_back: bool,
 }
 
 #[derive(Debug)]
@@ -215,9 +218,13 @@ pub(crate) struct QueueState<K> {
     timer_target: Option<Instant>,
     /// A deadline earlier than `timer_target` was added: the timer must wake.
     timer_stale: bool,
-    /// Leases that ended without their holder since the last `take_lost`,
-    /// for their holders to hear of.
+    /// Leases that ended without their holder, or were asked back, since the
+    /// last `take_lost`, for their holders to hear of.
     lost: Vec<(Holder, LostLease<K>)>,
+    /// Held leases asked back (`HeldLease::asked_back`).
+    asked_back: usize,
+    /// The last lease asked back ended since `take_asked_back_ended`.
+    asked_back_ended: bool,
 }
 
 impl<K: Clone + Eq + Hash> QueueState<K> {
@@ -252,6 +259,8 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             timer_target: None,
             timer_stale: false,
             lost: Vec::new(),
+            asked_back: 0,
+            asked_back_ended: false,
         }
     }
 
@@ -598,6 +607,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             granted_at: now,
             pending: None,
             unsettled: false,
+            asked_back: false,
         }));
         Some(Lease {
             key: entry.key.clone(),
@@ -669,9 +679,20 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         std::mem::take(&mut self.timer_stale)
     }
 
-    /// The leases that ended without their holder since the last call.
+    /// The leases that ended without their holder, or were asked back, since
+    /// the last call.
     pub(crate) fn take_lost(&mut self) -> Vec<(Holder, LostLease<K>)> {
         std::mem::take(&mut self.lost)
+    }
+
+    /// Whether the last lease asked back ended since the last call.
+    pub(crate) fn take_asked_back_ended(&mut self) -> bool {
+        std::mem::take(&mut self.asked_back_ended)
+    }
+
+    /// How many held leases were asked back and have not ended.
+    pub(crate) fn asked_back(&self) -> usize {
+        self.asked_back
     }
 
     /// How many keys became ready since the last call, to wake that many waiters.

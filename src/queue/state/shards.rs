@@ -7,20 +7,24 @@
 //! between the check and the grant. A ready key found outside the owned slots
 //! is parked; when its slot is owned again it goes back to its lane in its
 //! old place. Nothing is dropped: a key leaves the queue only by the usual
-//! rules, never because its slot moved.
+//! rules, never because its slot moved. A held key whose slot moves away is
+//! asked back: its holder is told to stop, and its lease, whose deadline no
+//! longer moves, ends as usual (Done, Finish, expiry); the slot's new owner
+//! waits for that before it grants the key.
 
 use std::borrow::Borrow;
 use std::hash::Hash;
 
 use tokio::time::Instant;
 
-use super::{LeaseEnd, Phase, QueueState, ReadyPlace, ShardSlot, Slot, SlotSet};
+use super::{Phase, QueueState, ReadyPlace, ShardSlot, Slot, SlotSet};
+use crate::queue::lost_leases::{LeaseLoss, LostLease};
 
 /// What a change of the owned slots did to a queue.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ShardsChanged {
-    /// Leases handed back: their key's slot is no longer owned.
-    pub leases_handed_back: usize,
+    /// Leases asked back: their key's slot is no longer owned.
+    pub leases_asked_back: usize,
     /// Parked keys back in their lanes: their slot is owned now.
     pub keys_unparked: usize,
 }
@@ -30,7 +34,7 @@ impl std::ops::Add for ShardsChanged {
 
     fn add(self, other: ShardsChanged) -> ShardsChanged {
         ShardsChanged {
-            leases_handed_back: self.leases_handed_back.saturating_add(other.leases_handed_back),
+            leases_asked_back: self.leases_asked_back.saturating_add(other.leases_asked_back),
             keys_unparked: self.keys_unparked.saturating_add(other.keys_unparked),
         }
     }
@@ -64,9 +68,12 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     /// From now on grants only keys in `owned` (`None`: every key, the queue
     /// is not sharded). Parked keys of slots now owned go back to their lanes;
     /// leases of keys outside the owned slots (given up, or moved there while
-    /// held) are handed back at once, not counted as failures, and their
-    /// holders told (their tokens turn stale).
-    pub(crate) fn set_owned_shards(&mut self, owned: Option<SlotSet>, now: Instant) -> ShardsChanged {
+    /// held) are asked back: their holders are told to stop, their deadlines
+    /// stay where they are, and they end as any lease does. Ending them here
+    /// would not stop their holders: a worker that calls `Get` hears of it
+    /// only at its next call, and would reconcile the key while the slot's
+    /// new owner grants it again.
+    pub(crate) fn set_owned_shards(&mut self, owned: Option<SlotSet>) -> ShardsChanged {
         let before = self.owned_shards.as_deref().copied();
         self.owned_shards = owned.map(Box::new);
         let gained = match (before, owned) {
@@ -89,13 +96,28 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
                 keys_unparked = keys_unparked.saturating_add(1);
             }
         }
-        // No lease outlives the ownership of its key's slot.
-        let mut revoked = self.held_slots();
-        revoked.retain(|&slot| !self.may_grant(slot));
-        for &slot in &revoked {
-            self.end_lease(slot, LeaseEnd::Returned, now);
+        // No lease is extended past the ownership of its key's slot.
+        let mut asked_back = self.held_slots();
+        asked_back.retain(|&slot| !self.may_grant(slot) && !self.is_asked_back(slot));
+        for &slot in &asked_back {
+            self.ask_back(slot);
         }
-        ShardsChanged { leases_handed_back: revoked.len(), keys_unparked }
+        ShardsChanged { leases_asked_back: asked_back.len(), keys_unparked }
+    }
+
+    fn is_asked_back(&self, slot: Slot) -> bool {
+        matches!(self.entries[slot].phase, Phase::Held(held) if self.held_leases[held].asked_back)
+    }
+
+    /// Tells the holder of the lease on the key in `slot` to stop, and keeps
+    /// its deadline where it is.
+    fn ask_back(&mut self, slot: Slot) {
+        let held = self.held_lease_mut(slot);
+        held.asked_back = true;
+        let (holder, token) = (held.holder.clone(), held.token);
+        self.asked_back = self.asked_back.saturating_add(1);
+        let lost = LostLease { key: self.entries[slot].key.clone(), token, how: LeaseLoss::AskedBack };
+        self.lost.push((holder, lost));
     }
 
     /// Whether keys of shard slot `shard` are granted now (always, unsharded).

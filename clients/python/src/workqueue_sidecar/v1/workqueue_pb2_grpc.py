@@ -270,7 +270,10 @@ class WorkQueueServiceServicer:
     def Extend(self, request, context):
         """Extend moves a lease's deadline to now + ttl: the heartbeat of a long
         reconcile. Its cancel flag asks the worker to stop working on the key
-        (the queue is shutting down or this sidecar lost leadership).
+        (the queue is shutting down, this sidecar lost leadership, or the key's
+        shard slot moved to another replica). A lease whose shard slot moved is
+        not extended: the answer keeps its deadline, which the slot's new owner
+        waits for before it grants the key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -70,8 +70,9 @@ export enum ReasonKind {
   REASON_KIND_TRIGGER = 11,
   /**
    * REASON_KIND_SHUTDOWN_RETURNED - The sidecar handed the previous lease back without counting a failure:
-   * it was still held at the end of a drain (ShutDown), or revoked when this
-   * sidecar lost leadership.
+   * it was still held at the end of a drain (ShutDown), revoked when this
+   * sidecar lost leadership, or asked back when the key's shard slot moved to
+   * another replica (the key stays queued here, whatever the lease's end).
    */
   REASON_KIND_SHUTDOWN_RETURNED = 12,
   UNRECOGNIZED = -1,
@@ -847,7 +848,9 @@ export interface WorkResponse_Cancel {
    * lost leadership): the worker must stop, and its Finish for the lease,
    * answered with FAILED_PRECONDITION, gives the credit back. False when
    * the lease stays valid until its deadline, so the worker should Finish
-   * it soon (e.g. the queue was shut down without drain).
+   * it soon (the queue was shut down without drain, or the key's shard slot
+   * moved to another replica, which grants the key only once this lease
+   * has ended or its deadline, no longer extended, has passed).
    */
   revoked: boolean;
   /** Why, for logs (e.g. "leadership lost", "queue shutting down"). */
@@ -4634,7 +4637,10 @@ export const WorkQueueServiceService = {
   /**
    * Extend moves a lease's deadline to now + ttl: the heartbeat of a long
    * reconcile. Its cancel flag asks the worker to stop working on the key
-   * (the queue is shutting down or this sidecar lost leadership).
+   * (the queue is shutting down, this sidecar lost leadership, or the key's
+   * shard slot moved to another replica). A lease whose shard slot moved is
+   * not extended: the answer keeps its deadline, which the slot's new owner
+   * waits for before it grants the key.
    */
   extend: {
     path: "/workqueue.v1.WorkQueueService/Extend" as const,
@@ -4795,7 +4801,10 @@ export interface WorkQueueServiceServer extends UntypedServiceImplementation {
   /**
    * Extend moves a lease's deadline to now + ttl: the heartbeat of a long
    * reconcile. Its cancel flag asks the worker to stop working on the key
-   * (the queue is shutting down or this sidecar lost leadership).
+   * (the queue is shutting down, this sidecar lost leadership, or the key's
+   * shard slot moved to another replica). A lease whose shard slot moved is
+   * not extended: the answer keeps its deadline, which the slot's new owner
+   * waits for before it grants the key.
    */
   extend: handleUnaryCall<ExtendRequest, ExtendResponse>;
   /**
@@ -5038,7 +5047,10 @@ export interface WorkQueueServiceClient extends Client {
   /**
    * Extend moves a lease's deadline to now + ttl: the heartbeat of a long
    * reconcile. Its cancel flag asks the worker to stop working on the key
-   * (the queue is shutting down or this sidecar lost leadership).
+   * (the queue is shutting down, this sidecar lost leadership, or the key's
+   * shard slot moved to another replica). A lease whose shard slot moved is
+   * not extended: the answer keeps its deadline, which the slot's new owner
+   * waits for before it grants the key.
    */
   extend(
     request: ExtendRequest,
