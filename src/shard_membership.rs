@@ -122,6 +122,8 @@ enum RoundError {
     Delete { name: String, source: kube::Error },
     #[error("the API server answered resourceVersion {0:?}, which is not a number")]
     Version(String),
+    #[error("no answer from the API server within the renew deadline ({0:?})")]
+    NoAnswer(Duration),
 }
 
 pub struct Membership {
@@ -137,6 +139,8 @@ pub struct Membership {
     /// False once the API server refused a deletion (a Role without
     /// `delete`): said once, not tried again.
     may_delete: bool,
+    /// The write of ours under way, if any: failed if its step is cut short.
+    writing: Option<u64>,
 }
 
 /// A name as the API server takes one for a Lease: at most 253 bytes of
@@ -178,6 +182,7 @@ impl Membership {
             last_grant: None,
             view: ShardView::default(),
             may_delete: true,
+            writing: None,
         })
     }
 
@@ -192,6 +197,10 @@ impl Membership {
         mut stop: watch::Receiver<bool>,
     ) {
         let retry = self.settings.timings.retry_period;
+        // Each step is bounded as a leader election attempt is: an API server
+        // that hangs, rather than refusing, must not hold this loop, which
+        // alone ends terms, answers revokes and hears the stop.
+        let within = self.settings.timings.renew_deadline;
         let mut next_round = Instant::now();
         let mut leave_by: Option<Instant> = None;
         loop {
@@ -203,14 +212,16 @@ impl Membership {
             match wake {
                 Wake::Round => {
                     next_round = Instant::now() + retry;
-                    if let Err(err) = self.round().await {
+                    let round = tokio::time::timeout(within, self.round()).await;
+                    if let Err(err) = round.unwrap_or_else(|_| Err(self.cut_short(within))) {
                         warn!(error = %err, group = %self.settings.group, "shard membership round failed");
                     }
                 }
                 Wake::LeasesEnded(slots) => {
                     self.member.leases_ended(&slots);
                     // Released slots go out with the next write, at once.
-                    if let Err(err) = self.write_if_due().await {
+                    let write = tokio::time::timeout(within, self.write_if_due()).await;
+                    if let Err(err) = write.unwrap_or_else(|_| Err(self.cut_short(within))) {
                         warn!(error = %err, group = %self.settings.group, "shard membership write failed");
                     }
                 }
@@ -239,6 +250,15 @@ impl Membership {
                 return;
             }
         }
+    }
+
+    /// A step got no answer within `within` and was dropped: a write of
+    /// ours under way counts as failed (its answer lost), so it is sent again.
+    fn cut_short(&mut self, within: Duration) -> RoundError {
+        if let Some(seq) = self.writing.take() {
+            self.member.write_failed(seq);
+        }
+        RoundError::NoAnswer(within)
     }
 
     /// Who owns which slot as this replica reads the group's Leases.
@@ -348,10 +368,12 @@ impl Membership {
     async fn write_if_due(&mut self) -> Result<(), RoundError> {
         let Some(write) = self.member.next_write(Instant::now()) else { return Ok(()) };
         let lease = self.lease(&write.record);
+        self.writing = Some(write.seq);
         let written = match &self.own_version {
             None => self.api.create(&PostParams::default(), &lease).await,
             Some(_) => self.api.replace(&self.lease_name, &PostParams::default(), &lease).await,
         };
+        self.writing = None;
         let stored = match written {
             Ok(stored) => stored,
             Err(err) => {

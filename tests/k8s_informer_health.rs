@@ -19,25 +19,11 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::PostParams;
 use kube::config::Kubeconfig;
 use support::control_plane::{self, TestNamespace};
-use support::proxy::Proxy;
+use support::proxy::{Proxy, apiserver_port, kubeconfig_via};
 use workqueue_sidecar::grpc::pb;
 
 /// The slow network: every new connection to the API server waits this long.
 const CONNECT_DELAY: Duration = Duration::from_secs(2);
-
-/// The control plane's kubeconfig with its server moved to `port` on loopback (the API server's
-/// certificate names 127.0.0.1, so TLS passes through the proxy untouched).
-fn kubeconfig_via(port: u16, dir: &std::path::Path) -> std::path::PathBuf {
-    let mut kubeconfig = Kubeconfig::read_from(control_plane::kubeconfig_path()).unwrap();
-    for cluster in &mut kubeconfig.clusters {
-        if let Some(cluster) = cluster.cluster.as_mut() {
-            cluster.server = Some(format!("https://127.0.0.1:{port}"));
-        }
-    }
-    let path = dir.join("kubeconfig");
-    std::fs::write(&path, serde_yaml_ng::to_string(&kubeconfig).unwrap()).unwrap();
-    path
-}
 
 /// A scratch directory `prefix-…` holding `config.yaml` with `yaml`: the directory and the file.
 fn scratch_config(prefix: &str, yaml: &str) -> (std::path::PathBuf, std::path::PathBuf) {
@@ -53,12 +39,6 @@ fn configmaps_of(namespace: &str) -> String {
     format!(
         "informers:\n  cms:\n    version: v1\n    kind: ConfigMap\n    namespace: {namespace}\nqueues:\n  cms:\n    primary: cms\n"
     )
-}
-
-fn apiserver_port() -> u16 {
-    let kubeconfig = Kubeconfig::read_from(control_plane::kubeconfig_path()).unwrap();
-    let server = kubeconfig.clusters[0].cluster.as_ref().unwrap().server.clone().unwrap();
-    server.rsplit(':').next().unwrap().trim_end_matches('/').parse().unwrap()
 }
 
 // Multi-threaded: `Sidecar::start` blocks its thread while the proxy's tasks must keep running.

@@ -1,20 +1,34 @@
-//! A TCP proxy in front of the API server that a test can slow down or cut: the informer's view of a slow or absent server.
+//! A TCP proxy in front of the API server that a test can slow down, cut or hang: the sidecar's view of a slow, absent or frozen server.
 #![allow(dead_code)] // each test binary uses its own subset
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use kube::config::Kubeconfig;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+use super::control_plane;
 use super::informers::wait_until;
+
+/// What the proxy does with connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Forwards them.
+    Open,
+    /// Closes them, and refuses new ones: a server that is down.
+    Cut,
+    /// Keeps them, and new ones, open without forwarding a byte either
+    /// way: a server (or a network) that froze. Closed once the mode changes.
+    Hang,
+}
 
 pub struct Proxy {
     pub port: u16,
     /// When each connection was refused while cut: the client's retries.
     refused: Arc<Mutex<Vec<Instant>>>,
-    cut: Arc<watch::Sender<bool>>,
+    mode: Arc<watch::Sender<Mode>>,
     open_connections: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -30,26 +44,35 @@ impl Proxy {
     pub async fn start_delayed(upstream: u16, delay: Duration) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let cut = Arc::new(watch::Sender::new(false));
+        let mode = Arc::new(watch::Sender::new(Mode::Open));
         let open_connections = Arc::new(AtomicUsize::new(0));
         let refused = Arc::new(Mutex::new(Vec::new()));
-        let (cut2, open2, refused2) = (cut.clone(), open_connections.clone(), refused.clone());
+        let (mode2, open2, refused2) = (mode.clone(), open_connections.clone(), refused.clone());
         let task = tokio::spawn(async move {
             loop {
                 let Ok((mut downstream, _)) = listener.accept().await else { continue };
-                if *cut2.borrow() {
+                let mut mode_rx = mode2.subscribe();
+                let accepted_in = *mode_rx.borrow_and_update();
+                if accepted_in == Mode::Cut {
                     refused2.lock().unwrap().push(Instant::now());
                     continue; // dropped: the client sees its connection closed
                 }
-                let mut cut_rx = cut2.subscribe();
                 let open = open2.clone();
                 open.fetch_add(1, Ordering::SeqCst);
                 tokio::spawn(async move {
-                    tokio::time::sleep(delay).await;
-                    if let Ok(mut upstream) = TcpStream::connect(("127.0.0.1", upstream)).await {
-                        tokio::select! {
-                            _ = tokio::io::copy_bidirectional(&mut downstream, &mut upstream) => {}
-                            _ = cut_rx.wait_for(|cut| *cut) => {}
+                    if accepted_in == Mode::Hang {
+                        let _ = mode_rx.wait_for(|mode| *mode != Mode::Hang).await;
+                    } else {
+                        tokio::time::sleep(delay).await;
+                        if let Ok(mut upstream) = TcpStream::connect(("127.0.0.1", upstream)).await {
+                            tokio::select! {
+                                _ = tokio::io::copy_bidirectional(&mut downstream, &mut upstream) => {}
+                                _ = mode_rx.wait_for(|mode| *mode != Mode::Open) => {}
+                            }
+                            // Frozen: nothing more either way until the mode changes again.
+                            if *mode_rx.borrow() == Mode::Hang {
+                                let _ = mode_rx.wait_for(|mode| *mode != Mode::Hang).await;
+                            }
                         }
                     }
                     drop(downstream);
@@ -57,16 +80,23 @@ impl Proxy {
                 });
             }
         });
-        Proxy { port, refused, cut, open_connections, task }
+        Proxy { port, refused, mode, open_connections, task }
     }
 
     /// Closes every connection and refuses new ones; returns once all are closed.
     pub async fn cut(&self) {
-        self.cut.send_replace(true);
+        self.mode.send_replace(Mode::Cut);
         wait_until("proxy connections closed", Duration::from_secs(10), || {
             self.open_connections.load(Ordering::SeqCst) == 0
         })
         .await;
+    }
+
+    /// Stops forwarding on every connection, open or new, and keeps them
+    /// open: requests under way and new ones get no answer, and nothing
+    /// tells the client so.
+    pub fn hang(&self) {
+        self.mode.send_replace(Mode::Hang);
     }
 
     /// When connections were refused while cut, in order.
@@ -74,14 +104,36 @@ impl Proxy {
         self.refused.lock().unwrap().clone()
     }
 
+    /// Forwards new connections again; those held while hung are closed.
     pub fn restore(&self) {
-        self.cut.send_replace(false);
+        self.mode.send_replace(Mode::Open);
     }
 }
 
 impl Drop for Proxy {
     fn drop(&mut self) {
-        self.cut.send_replace(true);
+        self.mode.send_replace(Mode::Cut);
         self.task.abort();
     }
+}
+
+/// The port of the control plane's API server on loopback.
+pub fn apiserver_port() -> u16 {
+    let kubeconfig = Kubeconfig::read_from(control_plane::kubeconfig_path()).unwrap();
+    let server = kubeconfig.clusters[0].cluster.as_ref().unwrap().server.clone().unwrap();
+    server.rsplit(':').next().unwrap().trim_end_matches('/').parse().unwrap()
+}
+
+/// The control plane's kubeconfig with its server moved to `port` on loopback (the API server's
+/// certificate names 127.0.0.1, so TLS passes through the proxy untouched), written in `dir`.
+pub fn kubeconfig_via(port: u16, dir: &std::path::Path) -> std::path::PathBuf {
+    let mut kubeconfig = Kubeconfig::read_from(control_plane::kubeconfig_path()).unwrap();
+    for cluster in &mut kubeconfig.clusters {
+        if let Some(cluster) = cluster.cluster.as_mut() {
+            cluster.server = Some(format!("https://127.0.0.1:{port}"));
+        }
+    }
+    let path = dir.join("kubeconfig");
+    std::fs::write(&path, serde_yaml_ng::to_string(&kubeconfig).unwrap()).unwrap();
+    path
 }
