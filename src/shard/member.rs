@@ -477,11 +477,18 @@ impl Member {
                 .max()
                 .unwrap_or(now);
             let claimed_elsewhere = others().fold(SlotSet::EMPTY, |all, l| all.union(&l.record.claims));
+            // A member that leaves cleanly releases its slots before it says
+            // it left, so they are claimed by nobody when the leave is seen;
+            // what it was assigned is handed over all the same, from now.
+            let left_by_leavers = others()
+                .filter(|l| l.record.leaving && self.view.contains(&l.record.holder))
+                .fold(SlotSet::EMPTY, |all, l| all.union(&self.assignment.slots_of(&l.record.holder)));
             self.assignment = self.assignment.update(&view);
             let before = self.mine;
             self.mine = if self.leaving { SlotSet::EMPTY } else { self.assignment.slots_of(&self.id) };
             self.view = view;
-            self.note_handover(self.mine.difference(&before).intersection(&claimed_elsewhere), began);
+            let handed_over = claimed_elsewhere.union(&left_by_leavers);
+            self.note_handover(self.mine.difference(&before).intersection(&handed_over), began);
         }
         self.claimed_by_others =
             others().filter(|l| !self.expired(l, now)).fold(SlotSet::EMPTY, |all, l| all.union(&l.record.claims));

@@ -401,6 +401,34 @@ fn a_leaving_member_should_release_everything_then_publish_that_it_left() {
 }
 
 #[test]
+fn a_clean_leave_should_be_timed_as_a_handover_from_when_it_was_seen() {
+    let t0 = Instant::now();
+    let mut store = Store::default();
+    let mut a = lone_holder(&mut store, t0);
+    let mut b = member("b");
+    store.round(&mut b, t0 + secs(2));
+    a.observe(&store.snapshot(), t0 + secs(3));
+    let moved = b.assigned();
+    a.leases_ended(&moved);
+    store.write(&mut a, t0 + secs(3));
+    store.round(&mut b, t0 + secs(4));
+    b.observe(&store.snapshot(), t0 + secs(5));
+    assert_eq!(b.grant(t0 + secs(5)).map(|g| g.slots), Some(moved));
+    handovers(&mut a);
+
+    // b leaves cleanly: it releases its slots, then says it left.
+    b.leave(t0 + secs(6));
+    b.leases_ended(&moved);
+    assert!(store.write(&mut b, t0 + secs(6)));
+    assert!(b.has_left());
+    store.round(&mut a, t0 + secs(7));
+    assert!(a.grant(t0 + secs(7)).is_some_and(|g| !g.slots.intersects(&moved)), "claimed, not yet seen back");
+    store.round(&mut a, t0 + secs(8));
+    assert_eq!(a.grant(t0 + secs(8)).map(|g| g.slots), Some(SlotSet::FULL));
+    assert_eq!(handovers(&mut a), vec![secs(1)], "from a's first look at the leave (t0 + 7 s) to holding b's slots");
+}
+
+#[test]
 fn a_restarted_member_should_drain_what_its_previous_incarnation_claimed() {
     let t0 = Instant::now();
     let mut store = Store::default();
