@@ -91,7 +91,7 @@ impl QueueMetrics {
         registry.register("workqueue_sidecar_waiting", "Keys waiting for a delay or backoff", metrics.waiting.clone());
         registry.register(
             "workqueue_sidecar_parked",
-            "Ready keys of a sharded queue whose shard slot another replica owns",
+            "Ready keys of a sharded queue set aside because their shard slot is another replica's, as found when a worker asked for a key (keys not looked at since count as ready)",
             metrics.parked.clone(),
         );
         registry.register(
