@@ -152,9 +152,16 @@ impl Elector {
 
     /// Runs until `stop` turns true, calling `on_change` with `Follower` first
     /// and whenever this replica stops leading, and with `Leader` at every
-    /// successful renewal. On stop, a leader releases the
-    /// Lease so another replica takes over at once.
-    pub async fn run(mut self, on_change: impl Fn(Leadership), mut stop: watch::Receiver<bool>) {
+    /// successful renewal. On stop, a leader releases the Lease so another
+    /// replica takes over at once: once the leases its queues handed back
+    /// (`handed_back_until`) are past their deadlines, since a worker that
+    /// does not listen may work on a key until then.
+    pub async fn run(
+        mut self,
+        on_change: impl Fn(Leadership),
+        handed_back_until: impl Fn() -> Option<Instant>,
+        mut stop: watch::Receiver<bool>,
+    ) {
         let mut leading = false;
         let mut last_renewal = Instant::now();
         on_change(Leadership::Follower);
@@ -197,6 +204,13 @@ impl Elector {
         }
         if leading {
             on_change(Leadership::Follower);
+            if let Some(until) = handed_back_until().filter(|until| *until > Instant::now()) {
+                info!(
+                    wait_seconds = until.saturating_duration_since(Instant::now()).as_secs_f64(),
+                    "releasing the Lease once the leases handed back at shutdown are past their deadlines"
+                );
+                tokio::time::sleep_until(until).await;
+            }
             if let Err(err) = self.release().await {
                 warn!(error = %err, "releasing the Lease at shutdown failed; another replica takes over when it expires");
             }

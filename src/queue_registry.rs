@@ -4,6 +4,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use tracing::warn;
 
 use crate::leader::{Leadership, NOT_LEADER};
@@ -88,6 +90,13 @@ impl QueueRegistry {
     /// Who owns which shard slot, when this replica is in a shard group.
     pub fn shard_view(&self) -> Option<&ShardView> {
         self.shard_view.get()
+    }
+
+    /// The latest deadline of the leases any queue handed back itself: until
+    /// then a worker that was not listening may still work on its key, so no
+    /// other replica may be let grant it (`WorkQueue::handed_back_until`).
+    pub fn handed_back_until(&self) -> Option<Instant> {
+        self.queues.values().filter_map(Queue::handed_back_until).max()
     }
 
     /// The queues whose keys replicas share by shard slot.

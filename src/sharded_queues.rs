@@ -6,8 +6,9 @@
 //! set before the slots, so no lease outlives the term it was granted in. A
 //! revoke stops the grants from those slots at once and asks their leases
 //! back; the membership is told they ended (and releases the slots to their
-//! new owner) only once every lease asked back has ended: finished by its
-//! worker, or past its deadline, which no Extend moves any more.
+//! new owner) only once every lease asked back has ended (finished by its
+//! worker, or past its deadline, which no Extend moves any more) and every
+//! lease handed back at a drain's end is past its deadline.
 
 use std::sync::Arc;
 
@@ -121,9 +122,14 @@ pub async fn follow_shards(
     }
 }
 
-/// Resolves once no queue holds a lease asked back.
+/// Resolves once no queue holds a lease asked back, and the leases the
+/// queues handed back themselves (at the end of the drain before a leave)
+/// are past their deadlines: until then their workers may still work.
 async fn asked_back_ended(queues: &[Queue]) {
     for queue in queues {
         queue.asked_back_ended().await;
+    }
+    if let Some(until) = queues.iter().filter_map(Queue::handed_back_until).max() {
+        tokio::time::sleep_until(until).await;
     }
 }

@@ -250,10 +250,15 @@ impl Sidecar {
             info!(%queue, finished = report.finished, returned = report.returned, "queue drained");
         }
         // Servers close, streams end once their leases are gone, and a leader
-        // gives its Lease up, so another replica takes over at once. A client
-        // that keeps a connection open must not keep the process alive.
+        // or shard member gives its Lease or slots up, so another replica
+        // takes over at once; or, if the drain handed leases back, once they
+        // are past their deadlines (given that long on top). A client that
+        // keeps a connection open must not keep the process alive.
         let _ = stop_tx.send(true);
-        let stopped = tasks.finish(CLOSE_CONNECTIONS_WITHIN).await;
+        let handed_back_wait = queues
+            .handed_back_until()
+            .map_or(Duration::ZERO, |until| until.saturating_duration_since(tokio::time::Instant::now()));
+        let stopped = tasks.finish(CLOSE_CONNECTIONS_WITHIN + handed_back_wait).await;
         info!("stopped");
         match failure {
             Some(failure) => Err(failure),
@@ -313,13 +318,15 @@ fn follow_election(
         return;
     };
     metrics.leader.set(0);
-    let (queues, metrics) = (queues.clone(), metrics.clone());
+    let (changed, metrics) = (queues.clone(), metrics.clone());
     let on_change = move |leadership| {
         metrics.leader.set(i64::from(matches!(leadership, Leadership::Leader { .. })));
-        queues.apply(leadership);
+        changed.apply(leadership);
     };
+    let queues = queues.clone();
+    let handed_back_until = move || queues.handed_back_until();
     tasks.service("leader election", async move {
-        Elector::new(client, settings).run(on_change, stopped).await;
+        Elector::new(client, settings).run(on_change, handed_back_until, stopped).await;
         Ok(())
     });
 }

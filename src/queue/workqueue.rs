@@ -203,6 +203,14 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         self.with_state(|state, _| state.set_owned_shards(Some(owned)))
     }
 
+    /// The latest deadline of the leases this queue handed back itself (the
+    /// end of a drain, a term closed): their workers were told, but one that
+    /// does not listen may work on until then, so another replica must not
+    /// grant those keys before it. `None` if it never handed one back.
+    pub fn handed_back_until(&self) -> Option<Instant> {
+        self.shared.state.lock().handed_back_until()
+    }
+
     /// Resolves once no lease asked back by `set_owned_shards` is held (at
     /// once if none is). Cancel-safe.
     pub async fn asked_back_ended(&self) {

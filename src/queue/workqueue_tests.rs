@@ -973,3 +973,16 @@ async fn a_key_should_follow_the_slot_of_its_latest_add() {
     add(&q, "k", 0);
     assert_eq!(take_key(&q), Some("k".into()), "the add moved it to slot 1, owned");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_drain_should_remember_the_latest_deadline_of_the_leases_it_handed_back() {
+    let q = queue();
+    add(&q, "finished", 0);
+    add(&q, "slow", 0);
+    let (finished, slow) = (take(&q).unwrap(), take(&q).unwrap());
+    assert_eq!(q.handed_back_until(), None);
+    q.done("finished", finished.token).unwrap();
+    let report = q.shut_down_with_drain(Duration::from_secs(1)).await;
+    assert_eq!(report.returned, 1, "slow was still held at the end of the grace period");
+    assert_eq!(q.handed_back_until(), Some(slow.deadline), "its worker may work on until then");
+}

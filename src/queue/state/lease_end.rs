@@ -250,6 +250,9 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             _ => LeaseEndKind::Finished,
         };
         self.observer.lease_ended(now.saturating_duration_since(held.granted_at), how);
+        if how == LeaseEndKind::Returned {
+            self.handed_back_until = self.handed_back_until.max(Some(held.deadline));
+        }
         if matches!(how, LeaseEndKind::Expired | LeaseEndKind::Returned) {
             // Its holder did not end it and may still be working: tell it.
             let lost = LostLease { key: entry.key.clone(), token: held.token, how: LeaseLoss::Ended(how) };

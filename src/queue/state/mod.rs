@@ -225,6 +225,10 @@ pub(crate) struct QueueState<K> {
     asked_back: usize,
     /// The last lease asked back ended since `take_asked_back_ended`.
     asked_back_ended: bool,
+    /// The latest deadline of the leases this queue handed back itself
+    /// (`LeaseEnd::Returned`): their workers, told or not, may work on until
+    /// then, so no other replica may grant those keys before it.
+    handed_back_until: Option<Instant>,
 }
 
 impl<K: Clone + Eq + Hash> QueueState<K> {
@@ -261,6 +265,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             lost: Vec::new(),
             asked_back: 0,
             asked_back_ended: false,
+            handed_back_until: None,
         }
     }
 
@@ -693,6 +698,11 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     /// How many held leases were asked back and have not ended.
     pub(crate) fn asked_back(&self) -> usize {
         self.asked_back
+    }
+
+    /// The latest deadline of the leases this queue handed back itself.
+    pub(crate) fn handed_back_until(&self) -> Option<Instant> {
+        self.handed_back_until
     }
 
     /// How many keys became ready since the last call, to wake that many waiters.
