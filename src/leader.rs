@@ -204,7 +204,11 @@ impl Elector {
         }
         if leading {
             on_change(Leadership::Follower);
-            if let Some(until) = handed_back_until().filter(|until| *until > Instant::now()) {
+            // Every lease granted in a term ends with it: never longer than one.
+            let at_most = Instant::now() + self.settings.renew_deadline;
+            if let Some(until) =
+                handed_back_until().map(|until| until.min(at_most)).filter(|until| *until > Instant::now())
+            {
                 info!(
                     wait_seconds = until.saturating_duration_since(Instant::now()).as_secs_f64(),
                     "releasing the Lease once the leases handed back at shutdown are past their deadlines"

@@ -261,6 +261,11 @@ impl Membership {
         RoundError::NoAnswer(within)
     }
 
+    /// How long a term lasts after the renewal that starts it.
+    pub fn renew_deadline(&self) -> Duration {
+        self.settings.timings.renew_deadline
+    }
+
     /// Who owns which slot as this replica reads the group's Leases.
     pub fn view(&self) -> ShardView {
         self.view.clone()

@@ -219,6 +219,17 @@ impl Sidecar {
                 tasks.step(task.name, task.future);
             }
         }
+        // Only a leader or a shard member waits at its stop for the leases its
+        // drain handed back, and never longer than a term: every lease it
+        // grants ends with the term.
+        let handed_back_wait_at_most = [
+            election.as_ref().map(|(settings, _)| settings.renew_deadline),
+            membership.as_ref().map(|(membership, _)| membership.renew_deadline()),
+        ]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(Duration::ZERO);
         follow_election(&mut tasks, election, &queues, &metrics, stop_rx.clone());
         if let Some((membership, owned)) = membership {
             let (events_tx, events) = mpsc::unbounded_channel();
@@ -257,7 +268,8 @@ impl Sidecar {
         let _ = stop_tx.send(true);
         let handed_back_wait = queues
             .handed_back_until()
-            .map_or(Duration::ZERO, |until| until.saturating_duration_since(tokio::time::Instant::now()));
+            .map_or(Duration::ZERO, |until| until.saturating_duration_since(tokio::time::Instant::now()))
+            .min(handed_back_wait_at_most);
         let stopped = tasks.finish(CLOSE_CONNECTIONS_WITHIN + handed_back_wait).await;
         info!("stopped");
         match failure {
