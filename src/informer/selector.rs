@@ -1,4 +1,4 @@
-//! Label selectors in the API server's text syntax (`app=web,tier!=cache,env in (a,b),!legacy`), matched against cached labels.
+//! Label selectors in the API server's text syntax (`app=web,tier!=cache,env in (a,b),!legacy,replicas>1`), matched against cached labels.
 
 use super::object::Meta;
 
@@ -14,6 +14,10 @@ enum Requirement {
     NotIn(String, Vec<String>),
     Exists(String),
     DoesNotExist(String),
+    /// apimachinery's `GreaterThan`: the label's value, read as an integer, is greater.
+    GreaterThan(String, i64),
+    /// apimachinery's `LessThan`: the label's value, read as an integer, is smaller.
+    LessThan(String, i64),
 }
 
 impl LabelSelector {
@@ -45,8 +49,17 @@ impl LabelSelector {
             Requirement::NotIn(k, vs) => meta.label(k).is_none_or(|l| vs.iter().all(|v| v != l)),
             Requirement::Exists(k) => meta.label(k).is_some(),
             Requirement::DoesNotExist(k) => meta.label(k).is_none(),
+            Requirement::GreaterThan(k, bound) => integer_label(meta, k).is_some_and(|value| value > *bound),
+            Requirement::LessThan(k, bound) => integer_label(meta, k).is_some_and(|value| value < *bound),
         })
     }
+}
+
+/// The label's value as apimachinery reads it for `>` and `<` (Go's
+/// `strconv.ParseInt(v, 10, 64)`, which Rust's `i64` parsing agrees with,
+/// signs included): an object whose value is not an integer matches neither.
+fn integer_label(meta: &Meta, key: &str) -> Option<i64> {
+    meta.label(key).and_then(|value| value.parse().ok())
 }
 
 /// Splits at commas outside parentheses.
@@ -89,6 +102,12 @@ fn requirement(part: &str) -> Result<Requirement, String> {
             return Ok(build(label_key(key.trim(), part)?, label_value(value.trim(), part)?));
         }
     }
+    for (op, build) in [('>', Requirement::GreaterThan as fn(String, i64) -> Requirement), ('<', Requirement::LessThan)]
+    {
+        if let Some((key, value)) = part.split_once(op) {
+            return Ok(build(label_key(key.trim(), part)?, integer_value(value.trim(), op, part)?));
+        }
+    }
     let words: Vec<&str> = part.splitn(2, char::is_whitespace).collect();
     if let [key, rest] = words[..] {
         let rest = rest.trim_start();
@@ -97,7 +116,7 @@ fn requirement(part: &str) -> Result<Requirement, String> {
         } else if let Some(set) = rest.strip_prefix("in") {
             ("in", set)
         } else {
-            return Err(format!("unknown operator in {part:?}: use =, ==, !=, in, notin, or a bare key"));
+            return Err(format!("unknown operator in {part:?}: use =, ==, !=, >, <, in, notin, or a bare key"));
         };
         let set = set.trim();
         let inner = set
@@ -137,6 +156,14 @@ fn label_value(value: &str, part: &str) -> Result<String, String> {
         return Err(format!("invalid label value {value:?} in {part:?}"));
     }
     Ok(value.to_owned())
+}
+
+/// The value of a `>` or `<`: a label value that is also an integer of 64
+/// bits, both of which apimachinery's `NewRequirement` checks (so no sign:
+/// a label value starts with a letter or digit).
+fn integer_value(value: &str, op: char, part: &str) -> Result<i64, String> {
+    let text = label_value(value, part)?;
+    text.parse().map_err(|_| format!("'{op}' needs an integer value (64 bits), not {value:?}, in {part:?}"))
 }
 
 fn label_char(c: char) -> bool {
@@ -190,6 +217,51 @@ mod tests {
                 continue;
             }
             assert!(result.is_err(), "{text} should be refused, got {result:?}");
+        }
+    }
+
+    #[test]
+    fn greater_and_less_than_should_compare_the_label_as_an_integer_as_apimachinery_does() {
+        let m = meta(&[("replicas", "3"), ("padded", "007"), ("name", "web")]);
+        for (text, expected) in [
+            ("replicas>1", true),
+            ("replicas > 1", true),
+            ("replicas>3", false),
+            ("replicas<4", true),
+            ("replicas<3", false),
+            // Compared as numbers, not as text ("10" < "3" as text).
+            ("replicas<10", true),
+            ("padded>6", true),
+            ("padded<8", true),
+            // A label that is missing or not an integer matches neither.
+            ("missing>0", false),
+            ("missing<0", false),
+            ("name>0", false),
+            ("name<0", false),
+            ("replicas>1,name=web", true),
+        ] {
+            let selector = LabelSelector::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(selector.matches(&m), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn greater_and_less_than_should_refuse_a_value_that_is_not_an_integer_and_say_so() {
+        for (text, expected) in [
+            ("a>b", "'>' needs an integer value (64 bits), not \"b\", in \"a>b\""),
+            ("a<1.5", "'<' needs an integer value (64 bits), not \"1.5\", in \"a<1.5\""),
+            ("a>", "'>' needs an integer value (64 bits), not \"\", in \"a>\""),
+            (
+                "a>99999999999999999999",
+                "'>' needs an integer value (64 bits), not \"99999999999999999999\", in \"a>99999999999999999999\"",
+            ),
+            // Not a label value, as the API server says too: no sign.
+            ("a>-1", "invalid label value \"-1\" in \"a>-1\""),
+            ("a>=1", "invalid label key \"a>\" in \"a>=1\""),
+            ("a>1>2", "invalid label value \"1>2\" in \"a>1>2\""),
+            (">1", "invalid label key \"\" in \">1\""),
+        ] {
+            assert_eq!(LabelSelector::parse(text), Err(expected.to_owned()), "{text}");
         }
     }
 }
