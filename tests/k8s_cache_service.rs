@@ -329,3 +329,40 @@ async fn k8s_list_pages_should_fit_what_clients_take() {
     drop(sidecar);
     ns.delete().await;
 }
+
+/// A namespace on a read of a cluster-scoped informer is refused by ListObjects as by GetObject:
+/// answered with an empty list, it read as "no such objects" to a caller who mistook the scope.
+#[tokio::test]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
+async fn k8s_list_objects_should_refuse_a_namespace_on_a_cluster_scoped_informer() {
+    let client = control_plane::client().await;
+    let ns = TestNamespace::create(&client, "cache-scope").await;
+    let mut sidecar =
+        Sidecar::start(&client, "informers:\n  nss: { version: v1, kind: Namespace }\nqueues:\n  q: {}\n").await;
+    sidecar.synced().await;
+    let (channel, _stop) = sidecar.serve_grpc(None).await;
+    let mut cache = CacheServiceClient::new(channel);
+
+    let list = |namespace: &str| pb::ListObjectsRequest {
+        informer: "nss".into(),
+        namespace: namespace.into(),
+        ..Default::default()
+    };
+    let all = cache.list_objects(list("")).await.unwrap().into_inner();
+    assert!(names(&all.objects).contains(&ns.name()), "the informer holds the test's namespace");
+    let listed = cache.list_objects(list(ns.name())).await.unwrap_err();
+    assert_eq!(listed.code(), Code::InvalidArgument, "{listed:?}");
+    assert_eq!(listed.message(), "namespace: informer \"nss\" is cluster-scoped: leave namespace empty");
+    let got = cache
+        .get_object(pb::GetObjectRequest {
+            informer: "nss".into(),
+            namespace: ns.name().into(),
+            name: ns.name().into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!((got.code(), got.message()), (listed.code(), listed.message()), "as GetObject refuses it");
+    drop(sidecar);
+    ns.delete().await;
+}

@@ -80,6 +80,7 @@ impl CacheService for CacheApi {
             return Err(ApiError::invalid("name", "must not be empty").into());
         }
         let informer = self.ready_informer(&req.informer, req.wait, &req.min_resource_version).await?;
+        no_namespace_if_cluster_scoped(informer, &req.informer, &req.namespace)?;
         let key = match (informer.is_namespaced(), req.namespace.is_empty()) {
             (true, true) => {
                 return Err(ApiError::invalid(
@@ -88,15 +89,8 @@ impl CacheService for CacheApi {
                 )
                 .into());
             }
-            (false, false) => {
-                return Err(ApiError::invalid(
-                    "namespace",
-                    format!("informer {:?} is cluster-scoped: leave namespace empty", req.informer),
-                )
-                .into());
-            }
             (true, false) => format!("{}/{}", req.namespace, req.name),
-            (false, true) => req.name,
+            (false, _) => req.name,
         };
         self.await_writes(informer, Some(&key)).await?;
         let object = match informer.get(&key) {
@@ -110,6 +104,9 @@ impl CacheService for CacheApi {
     async fn list_objects(&self, request: Request<pb::ListObjectsRequest>) -> Reply<pb::ListObjectsResponse> {
         let req = request.into_inner();
         let informer = self.ready_informer(&req.informer, req.wait, &req.min_resource_version).await?;
+        // Refused rather than answered with an empty list, which would read
+        // as "no such objects" to a caller who mistook the kind's scope.
+        no_namespace_if_cluster_scoped(informer, &req.informer, &req.namespace)?;
         let selector = match req.label_selector.as_str() {
             "" => None,
             text => Some(LabelSelector::parse(text).map_err(|e| ApiError::from(CacheReadError::BadSelector(e)))?),
@@ -157,6 +154,15 @@ impl CacheService for CacheApi {
             next_page_token: next_after.map(|key| format!("{PAGE_TOKEN_PREFIX}{key}")).unwrap_or_default(),
         }))
     }
+}
+
+/// Refuses a namespace on a read of a cluster-scoped informer: its objects
+/// have none, so it would select nothing.
+fn no_namespace_if_cluster_scoped(informer: &SharedInformer, name: &str, namespace: &str) -> Result<(), ApiError> {
+    if informer.is_namespaced() || namespace.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::invalid("namespace", format!("informer {name:?} is cluster-scoped: leave namespace empty")))
 }
 
 /// Bytes `object` takes as an element of `ListObjectsResponse.objects`: its
