@@ -7,6 +7,7 @@ use tokio::time::Instant;
 use tonic::{Request, Response, Status};
 
 use super::convert::cached_object;
+use super::page_token::Listing;
 use super::pb::{self, cache_service_server::CacheService};
 use super::status::ApiError;
 use super::validate;
@@ -20,8 +21,6 @@ pub const MAX_CACHE_WAIT: Duration = Duration::from_secs(60);
 pub const DEFAULT_PAGE_SIZE: usize = 500;
 /// Most objects in one list page: bounds one response (objects are JSON of a few KiB).
 pub const MAX_PAGE_SIZE: usize = 5_000;
-/// Page tokens are the last key served, behind this prefix.
-const PAGE_TOKEN_PREFIX: &str = "after:";
 
 /// The handlers; one instance serves every connection.
 pub struct CacheApi {
@@ -111,14 +110,17 @@ impl CacheService for CacheApi {
             "" => None,
             text => Some(LabelSelector::parse(text).map_err(|e| ApiError::from(CacheReadError::BadSelector(e)))?),
         };
+        let listing = Listing {
+            informer: &req.informer,
+            namespace: &req.namespace,
+            label_selector: &req.label_selector,
+            index_name: &req.index_name,
+            // Ignored without an index, so not part of what the token continues.
+            index_value: if req.index_name.is_empty() { "" } else { &req.index_value },
+        };
         let after = match req.page_token.as_str() {
             "" => None,
-            token => Some(
-                token
-                    .strip_prefix(PAGE_TOKEN_PREFIX)
-                    .filter(|key| !key.is_empty())
-                    .ok_or_else(|| ApiError::from(CacheReadError::BadPageToken(token.to_owned())))?,
-            ),
+            token => Some(listing.continue_after(token).map_err(ApiError::from)?),
         };
         let limit = match req.page_size {
             0 => DEFAULT_PAGE_SIZE,
@@ -151,7 +153,7 @@ impl CacheService for CacheApi {
         Ok(Response::new(pb::ListObjectsResponse {
             objects,
             resource_version: informer.seen_version().to_string(),
-            next_page_token: next_after.map(|key| format!("{PAGE_TOKEN_PREFIX}{key}")).unwrap_or_default(),
+            next_page_token: next_after.map(|key| listing.token_after(&key)).unwrap_or_default(),
         }))
     }
 }

@@ -8,6 +8,7 @@ mod codec;
 mod convert;
 mod finalizers;
 mod object_service;
+mod page_token;
 pub mod pb;
 mod status;
 mod validate;

@@ -122,7 +122,8 @@ pub fn code_of(err: &ApiError) -> Code {
             CacheReadError::UnknownInformer(_) | CacheReadError::UnknownIndex { .. } => Code::NotFound,
             CacheReadError::BadSelector(_)
             | CacheReadError::BadResourceVersion(_)
-            | CacheReadError::BadPageToken(_) => Code::InvalidArgument,
+            | CacheReadError::BadPageToken(_)
+            | CacheReadError::PageTokenOfAnotherListing(_) => Code::InvalidArgument,
             CacheReadError::NotSynced { .. } => Code::Unavailable,
             CacheReadError::VersionNotReached { .. } | CacheReadError::WriteNotSeen { .. } => Code::DeadlineExceeded,
         },
@@ -167,6 +168,7 @@ mod tests {
             (CacheReadError::BadSelector("x".into()).into(), Code::InvalidArgument),
             (CacheReadError::BadResourceVersion("x".into()).into(), Code::InvalidArgument),
             (CacheReadError::BadPageToken("x".into()).into(), Code::InvalidArgument),
+            (CacheReadError::PageTokenOfAnotherListing("x".into()).into(), Code::InvalidArgument),
             (
                 CacheReadError::NotSynced { informer: "x".into(), waited: std::time::Duration::ZERO }.into(),
                 Code::Unavailable,

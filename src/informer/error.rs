@@ -56,6 +56,13 @@ pub enum CacheReadError {
     /// A read's page token is not one this server handed out.
     #[error("page_token: {0:?} is not a token from a previous response")]
     BadPageToken(String),
+    /// A read's page token was issued for another listing: another informer,
+    /// namespace, label selector or index.
+    #[error(
+        "page_token: {0:?} continues another listing: pass the informer, namespace, label_selector, index_name \
+         and index_value of the request that returned it"
+    )]
+    PageTokenOfAnotherListing(String),
     /// The informer's initial list had not finished within the wait.
     #[error("informer {informer:?} has not finished its initial list (waited {waited:?})")]
     NotSynced { informer: String, waited: Duration },
