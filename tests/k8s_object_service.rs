@@ -239,6 +239,23 @@ spec:
     assert!(violations.iter().any(|v| v.field == "metadata.name"), "{violations:?}");
     assert!(status.message().contains("Not_Valid"), "{}", status.message());
 
+    // An apply with a field the kind does not have: the API server answers 500 with no reason
+    // (its field manager's plain error), which was UNAVAILABLE and retried for ever.
+    let unknown_field = pb::ApplyObjectRequest {
+        r#type: config_maps(),
+        namespace: ns.name().into(),
+        name: "unknown-field".into(),
+        json: serde_json::to_vec(&json!({"data": {"k": "v"}, "foo": "bar"})).unwrap(),
+        field_manager: String::new(),
+        force: false,
+        lease: None,
+    };
+    let status = refused(objects.apply_object(unknown_field).await, Code::InvalidArgument, "");
+    assert!(status.message().contains("failed to create typed patch object"), "{}", status.message());
+    assert!(status.message().ends_with(".foo: field not declared in schema"), "{}", status.message());
+    let info = status.get_details_error_info().unwrap();
+    assert_eq!(info.metadata.get("http_status").map(String::as_str), Some("500"), "the API server's own status");
+
     // 403: PERMISSION_DENIED, for a user the API server gives no rights.
     let nobody = control_plane::client_as("system:serviceaccount:default:nobody").await;
     let (channel, _stop_nobody) = sidecar.serve_grpc(Some(ObjectWriter::new(nobody, "tests".into()))).await;

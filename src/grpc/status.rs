@@ -130,6 +130,7 @@ pub fn code_of(err: &ApiError) -> Code {
         ApiError::Write(err) => match err {
             WriteError::UnknownKind { .. } => Code::NotFound,
             WriteError::BadRequest { .. } => Code::InvalidArgument,
+            WriteError::Refused(refusal) if refusal.is_apply_outside_schema() => Code::InvalidArgument,
             WriteError::Refused(refusal) => code_of_http(refusal.http_status),
             WriteError::Unreachable(_) => Code::Unavailable,
         },
@@ -224,5 +225,25 @@ mod tests {
         let info = status.get_details_error_info().expect("an ErrorInfo detail");
         assert_eq!((info.reason.as_str(), info.domain.as_str()), ("Conflict", KUBERNETES_ERROR_DOMAIN));
         assert_eq!(info.metadata.get("http_status").map(String::as_str), Some("409"));
+    }
+
+    #[test]
+    fn an_apply_outside_the_schema_should_be_invalid_argument_though_the_api_server_says_500() {
+        let said = |reason: &str, message: &str| -> ApiError {
+            let refusal =
+                Refusal { http_status: 500, reason: reason.into(), message: message.into(), causes: Vec::new() };
+            WriteError::Refused(Box::new(refusal)).into()
+        };
+        let outside =
+            "failed to create typed patch object (ns/a; /v1, Kind=ConfigMap): .foo: field not declared in schema";
+        let status = Status::from(said("", outside));
+        assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+        assert!(status.message().ends_with(outside), "{}", status.message());
+        assert_eq!(status.get_details_error_info().unwrap().metadata.get("http_status").unwrap(), "500");
+        // The API server's own faults stay retryable.
+        let live = "failed to create typed live object (ns/a; /v1, Kind=ConfigMap): .foo: field not declared in schema";
+        assert_eq!(Status::from(said("", live)).code(), Code::Unavailable);
+        assert_eq!(Status::from(said("InternalError", outside)).code(), Code::Unavailable);
+        assert_eq!(Status::from(said("", "etcdserver: request timed out")).code(), Code::Unavailable);
     }
 }

@@ -40,6 +40,22 @@ pub struct Cause {
     pub message: String,
 }
 
+/// How the API server's field manager begins its answer to an apply whose
+/// object does not fit the kind's schema (an unknown field, a value of the
+/// wrong type, a list item without its key): a plain Go error, so a 500 with
+/// no reason, whatever `fieldValidation` says (kubernetes/kubernetes#139253,
+/// seen on 1.37). Only the request's object can cause it (the stored
+/// object's own misfit says "typed live object"), so a retry never helps.
+const APPLY_OUTSIDE_SCHEMA: &str = "failed to create typed patch object";
+
+impl Refusal {
+    /// Whether this 500 is the API server's refusal of an apply whose object
+    /// does not fit the kind's schema, rather than a fault of its own.
+    pub fn is_apply_outside_schema(&self) -> bool {
+        self.http_status == 500 && self.reason.is_empty() && self.message.starts_with(APPLY_OUTSIDE_SCHEMA)
+    }
+}
+
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The API server's message already names the object and, for
