@@ -31,6 +31,7 @@
 //! - [`cli`]: the command-line flags of the binary.
 //! - [`discovery`]: what a failed discovery of a kind means.
 //! - [`error_chain`]: an error and its causes on one line, each said once.
+//! - [`k8s_names`]: Kubernetes' rules for names (DNS-1123 label and subdomain).
 //! - [`config`]: the YAML config file: informers, queues and their settings, with errors
 //!   that name file, field and position.
 
@@ -48,6 +49,7 @@ pub mod config;
 pub mod discovery;
 pub mod error_chain;
 pub mod grpc;
+pub mod k8s_names;
 pub mod leader;
 pub mod metrics;
 pub mod server;

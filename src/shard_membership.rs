@@ -143,19 +143,6 @@ pub struct Membership {
     writing: Option<u64>,
 }
 
-/// A name as the API server takes one for a Lease: at most 253 bytes of
-/// dot-separated labels, each lowercase letters, digits and '-', starting
-/// and ending with a letter or digit.
-fn is_dns_subdomain(name: &str) -> bool {
-    name.len() <= 253
-        && name.split('.').all(|label| {
-            !label.is_empty()
-                && label.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        })
-}
-
 impl Membership {
     pub fn new(client: kube::Client, settings: MembershipSettings) -> Result<Membership, MembershipSettingsError> {
         settings.timings.validate()?;
@@ -168,7 +155,7 @@ impl Membership {
         let lease_name = format!("{}-{}", settings.group, settings.identity);
         // Checked here: the API server refuses every write of such a Lease,
         // and the replica ran on owning nothing, ready, two warnings a second.
-        if !is_dns_subdomain(&lease_name) {
+        if !crate::k8s_names::is_dns_subdomain(&lease_name) {
             return Err(MembershipSettingsError::BadLeaseName(lease_name));
         }
         let api = Api::namespaced(client, &settings.namespace);

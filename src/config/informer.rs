@@ -164,11 +164,7 @@ struct Namespace(String);
 impl<'de> Deserialize<'de> for Namespace {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let NonEmpty(name) = NonEmpty::deserialize(deserializer)?;
-        let label = name.len() <= 63
-            && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-            && !name.starts_with('-')
-            && !name.ends_with('-');
-        if !label {
+        if !crate::k8s_names::is_dns_label(&name) {
             return Err(de::Error::custom(format!(
                 "{name:?} is not a namespace name: at most 63 lowercase letters, digits and '-', \
                  starting and ending with a letter or digit"

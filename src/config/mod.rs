@@ -256,15 +256,7 @@ fn check_sharded_informers(
 fn check_finalizer_name(name: &str) -> Result<(), String> {
     let bad = |why: &str| Err(format!("{name:?} is not a finalizer name: {why} (e.g. \"example.com/cleanup\")"));
     let Some((domain, short)) = name.split_once('/') else { return bad("it needs a domain and a slash") };
-    let dns = |text: &str| {
-        text.split('.').all(|part| {
-            !part.is_empty()
-                && part.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                && !part.starts_with('-')
-                && !part.ends_with('-')
-        })
-    };
-    if domain.len() > 253 || !domain.contains('.') || !dns(domain) {
+    if !domain.contains('.') || !crate::k8s_names::is_dns_subdomain(domain) {
         return bad("the part before the slash must be a DNS subdomain with a dot");
     }
     let short_ok = !short.is_empty()

@@ -60,11 +60,7 @@ pub fn namespace<'a>(field: &str, namespace: &'a str) -> Result<Option<&'a str>,
     if namespace.is_empty() {
         return Ok(None);
     }
-    let label = namespace.len() <= 63
-        && namespace.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !namespace.starts_with('-')
-        && !namespace.ends_with('-');
-    if !label {
+    if !crate::k8s_names::is_dns_label(namespace) {
         return Err(ApiError::invalid(
             field,
             "is no namespace name: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit",
