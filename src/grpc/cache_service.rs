@@ -11,7 +11,7 @@ use super::page_token::Listing;
 use super::pb::{self, cache_service_server::CacheService};
 use super::status::ApiError;
 use super::validate;
-use super::workqueue_service::MAX_GET_ANSWER_BYTES;
+use super::workqueue_service::{MAX_GET_ANSWER_BYTES, repeated_element_len};
 use crate::freshness::Freshness;
 use crate::informer::{CacheReadError, InformerRegistry, LabelSelector, ListQuery, SharedInformer};
 
@@ -142,7 +142,7 @@ impl CacheService for CacheApi {
         let mut next_after = page.next_after;
         for object in &page.objects {
             let sent = cached_object(object, false);
-            let len = field_len(&sent);
+            let len = repeated_element_len(&sent);
             if !objects.is_empty() && bytes.saturating_add(len) > MAX_GET_ANSWER_BYTES {
                 next_after = Some(page.objects[objects.len() - 1].key.clone());
                 break;
@@ -165,11 +165,4 @@ fn no_namespace_if_cluster_scoped(informer: &SharedInformer, name: &str, namespa
         return Ok(());
     }
     Err(ApiError::invalid("namespace", format!("informer {name:?} is cluster-scoped: leave namespace empty")))
-}
-
-/// Bytes `object` takes as an element of `ListObjectsResponse.objects`: its
-/// tag, its length and itself.
-fn field_len(object: &pb::CachedObject) -> usize {
-    let len = prost::Message::encoded_len(object);
-    1 + prost::encoding::encoded_len_varint(len as u64) + len
 }

@@ -66,6 +66,14 @@ type Reply<T> = Result<Response<T>, Status>;
 /// grpcio and grpc-js).
 pub(super) const MAX_GET_ANSWER_BYTES: usize = 4 * 1024 * 1024;
 
+/// Bytes `element` takes in an answer as one element of a repeated message
+/// field (`GetResponse.leases`, `ListObjectsResponse.objects`): its tag (one
+/// byte, the field's number being below 16), its length and itself.
+pub(super) fn repeated_element_len(element: &impl prost::Message) -> usize {
+    let len = element.encoded_len();
+    1 + prost::encoding::encoded_len_varint(len as u64) + len
+}
+
 /// A unary Get's leases, within [`MAX_GET_ANSWER_BYTES`] once encoded; the
 /// first lease always fits (it is all a client can get).
 #[derive(Default)]
@@ -76,20 +84,13 @@ struct Answer {
 
 impl Answer {
     fn has_room_for(&self, lease: &pb::Lease) -> bool {
-        self.leases.is_empty() || self.bytes.saturating_add(field_len(lease)) <= MAX_GET_ANSWER_BYTES
+        self.leases.is_empty() || self.bytes.saturating_add(repeated_element_len(lease)) <= MAX_GET_ANSWER_BYTES
     }
 
     fn push(&mut self, lease: pb::Lease) {
-        self.bytes = self.bytes.saturating_add(field_len(&lease));
+        self.bytes = self.bytes.saturating_add(repeated_element_len(&lease));
         self.leases.push(lease);
     }
-}
-
-/// Bytes `lease` takes as an element of `GetResponse.leases`: its tag, its
-/// length and itself.
-fn field_len(lease: &pb::Lease) -> usize {
-    let len = prost::Message::encoded_len(lease);
-    1 + prost::encoding::encoded_len_varint(len as u64) + len
 }
 
 #[tonic::async_trait]
