@@ -268,16 +268,18 @@ impl Freshness {
             Some(namespace) => Arc::from(format!("{namespace}/{}", written.name)),
             None => Arc::from(written.name),
         };
+        // One expectation for every cache, or none for a deletion the API
+        // server did not answer with a version: then each cache's own
+        // version of the deleted object, below.
         let (expect, meta) = match written.outcome {
-            WriteOutcome::Gone(Some(version)) => (Expect::Gone { newer_than: version }, None),
-            // Unanswered: each cache's own version of the deleted object, below.
-            WriteOutcome::Gone(None) => (Expect::Gone { newer_than: 0 }, None),
+            WriteOutcome::Gone(Some(version)) => (Some(Expect::Gone { newer_than: version }), None),
+            WriteOutcome::Gone(None) => (None, None),
             WriteOutcome::Object(object) => {
                 let Some(version) = object.metadata.resource_version.as_deref().and_then(|v| v.parse().ok()) else {
                     // Not an etcd-backed resource: versions cannot be compared.
                     return Vec::new();
                 };
-                (Expect::AtLeast(version), Some(Meta::from(object.metadata.clone())))
+                (Some(Expect::AtLeast(version)), Some(Meta::from(object.metadata.clone())))
             }
         };
         self.caches
@@ -290,7 +292,7 @@ impl Freshness {
                     && meta.as_ref().is_some_and(|meta| cache.selector.as_ref().is_none_or(|s| s.matches(meta)));
                 holds_it || would_hold_it
             })
-            .map(|(index, cache)| (index, cache, held_version(&cache.informer, &key, expect)))
+            .map(|(index, cache)| (index, cache, expect.unwrap_or_else(|| held_version(&cache.informer, &key))))
             .filter(|(_, cache, expect)| !seen(&cache.informer, &key, *expect))
             .map(|(index, _, expect)| (index, key.clone(), expect))
             .collect()
@@ -407,13 +409,8 @@ fn seen(informer: &SharedInformer, key: &str, expect: Expect) -> bool {
 /// A deletion the API server did not answer with a version: the version of
 /// the object the cache holds now under its key (the deleted one, unless the
 /// cache is past it already).
-fn held_version(informer: &SharedInformer, key: &str, expect: Expect) -> Expect {
-    match expect {
-        Expect::Gone { newer_than: 0 } => {
-            Expect::Gone { newer_than: informer.get(key).map_or(0, |object| version_of(&object)) }
-        }
-        other => other,
-    }
+fn held_version(informer: &SharedInformer, key: &str) -> Expect {
+    Expect::Gone { newer_than: informer.get(key).map_or(0, |object| version_of(&object)) }
 }
 
 /// A cached object's resourceVersion as a number; 0 when it is not one.
@@ -450,10 +447,7 @@ mod tests {
         assert!(seen(writer.informer(), "ns/a", deleted), "the object there now came after the deletion");
         assert!(seen(writer.informer(), "ns/b", deleted), "nothing under the name");
         // Unanswered with a version: the one the cache holds when the write is noted.
-        assert_eq!(
-            held_version(writer.informer(), "ns/a", Expect::Gone { newer_than: 0 }),
-            Expect::Gone { newer_than: 9 }
-        );
+        assert_eq!(held_version(writer.informer(), "ns/a"), Expect::Gone { newer_than: 9 });
     }
 
     fn write(expects: &[(usize, &str, Expect)], at: Instant) -> PendingWrite {
