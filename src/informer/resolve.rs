@@ -77,8 +77,27 @@ pub(super) async fn try_list(
     }
 }
 
+/// Why an attempt at start is tried again.
+enum Unanswered {
+    /// The API server's error (or the connection's), one to wait out.
+    Failed(kube::Error),
+    /// No answer within [`ATTEMPT_TIMEOUT`].
+    Silent,
+}
+
+impl std::fmt::Display for Unanswered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unanswered::Failed(err) => f.write_str(&said(err)),
+            // Worded as when a silence was carried as kube's
+            // `Error::Service`, so that the line reads as it always did.
+            Unanswered::Silent => write!(f, "ServiceError: no answer within {ATTEMPT_TIMEOUT:?}"),
+        }
+    }
+}
+
 /// `attempt`'s answer, tried again with backoff (a line each time) while
-/// its error is one to wait out (`retried`).
+/// its error is one to wait out (`retried`) or it does not answer at all.
 async fn until_answered<T, F>(
     spec: &InformerSpec,
     step: &'static str,
@@ -90,18 +109,13 @@ where
 {
     let mut backoff = WatchBackoff::new();
     loop {
-        let answer = tokio::time::timeout(ATTEMPT_TIMEOUT, attempt()).await.unwrap_or_else(|_| {
-            let silent =
-                std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no answer within {ATTEMPT_TIMEOUT:?}"));
-            Err(kube::Error::Service(Box::new(silent)))
-        });
-        match answer {
-            Err(err) if retried(&err) => {
-                let wait = backoff.next().expect("the backoff never ends");
-                warn!(informer = %spec.name, step, error = %said(&err), retry_in = ?wait, "waiting for the API server");
-                tokio::time::sleep(wait).await;
-            }
-            answer => return answer,
-        }
+        let unanswered = match tokio::time::timeout(ATTEMPT_TIMEOUT, attempt()).await {
+            Ok(Err(err)) if retried(&err) => Unanswered::Failed(err),
+            Ok(answer) => return answer,
+            Err(_) => Unanswered::Silent,
+        };
+        let wait = backoff.next().expect("the backoff never ends");
+        warn!(informer = %spec.name, step, error = %unanswered, retry_in = ?wait, "waiting for the API server");
+        tokio::time::sleep(wait).await;
     }
 }
