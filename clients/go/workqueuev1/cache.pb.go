@@ -296,8 +296,11 @@ type ListObjectsRequest struct {
 	// holds at least one object.
 	PageSize uint32 `protobuf:"varint,8,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The next_page_token of the previous response, to continue a listing;
-	// empty starts at the beginning. Pages are read from the live cache, not a
-	// snapshot: objects changed between pages may be seen in either state.
+	// empty starts at the beginning. It continues only a request with the same
+	// informer, namespace, label selector and index (page_size may change);
+	// a token of another listing is INVALID_ARGUMENT. Pages are read from the
+	// live cache, not a snapshot: objects changed between pages may be seen in
+	// either state.
 	PageToken     string `protobuf:"bytes,9,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

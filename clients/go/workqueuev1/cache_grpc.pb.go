@@ -45,7 +45,8 @@ const (
 //
 // Errors (gRPC status codes): unknown informer or index NOT_FOUND; a missing
 // informer name, object name, malformed label selector or non-numeric
-// resource version INVALID_ARGUMENT; the informer has not finished its initial
+// resource version, a namespace on an informer of a cluster-scoped kind, or a
+// page token of another listing INVALID_ARGUMENT; the informer has not finished its initial
 // list within wait UNAVAILABLE; the cache has not reached
 // min_resource_version within wait DEADLINE_EXCEEDED.
 type CacheServiceClient interface {
@@ -107,7 +108,8 @@ func (c *cacheServiceClient) ListObjects(ctx context.Context, in *ListObjectsReq
 //
 // Errors (gRPC status codes): unknown informer or index NOT_FOUND; a missing
 // informer name, object name, malformed label selector or non-numeric
-// resource version INVALID_ARGUMENT; the informer has not finished its initial
+// resource version, a namespace on an informer of a cluster-scoped kind, or a
+// page token of another listing INVALID_ARGUMENT; the informer has not finished its initial
 // list within wait UNAVAILABLE; the cache has not reached
 // min_resource_version within wait DEADLINE_EXCEEDED.
 type CacheServiceServer interface {

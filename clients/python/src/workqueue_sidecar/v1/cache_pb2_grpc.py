@@ -43,7 +43,8 @@ class CacheServiceStub:
 
     Errors (gRPC status codes): unknown informer or index NOT_FOUND; a missing
     informer name, object name, malformed label selector or non-numeric
-    resource version INVALID_ARGUMENT; the informer has not finished its initial
+    resource version, a namespace on an informer of a cluster-scoped kind, or a
+    page token of another listing INVALID_ARGUMENT; the informer has not finished its initial
     list within wait UNAVAILABLE; the cache has not reached
     min_resource_version within wait DEADLINE_EXCEEDED.
     """
@@ -83,7 +84,8 @@ class CacheServiceServicer:
 
     Errors (gRPC status codes): unknown informer or index NOT_FOUND; a missing
     informer name, object name, malformed label selector or non-numeric
-    resource version INVALID_ARGUMENT; the informer has not finished its initial
+    resource version, a namespace on an informer of a cluster-scoped kind, or a
+    page token of another listing INVALID_ARGUMENT; the informer has not finished its initial
     list within wait UNAVAILABLE; the cache has not reached
     min_resource_version within wait DEADLINE_EXCEEDED.
     """
@@ -144,7 +146,8 @@ class CacheService:
 
     Errors (gRPC status codes): unknown informer or index NOT_FOUND; a missing
     informer name, object name, malformed label selector or non-numeric
-    resource version INVALID_ARGUMENT; the informer has not finished its initial
+    resource version, a namespace on an informer of a cluster-scoped kind, or a
+    page token of another listing INVALID_ARGUMENT; the informer has not finished its initial
     list within wait UNAVAILABLE; the cache has not reached
     min_resource_version within wait DEADLINE_EXCEEDED.
     """

@@ -52,7 +52,10 @@ class ObjectServiceStub:
     detail, one field violation each); 401 UNAUTHENTICATED; 403 PERMISSION_DENIED; 404 NOT_FOUND; 409 (a
     conflict, an object that already exists, a failed UID or resourceVersion
     precondition) ABORTED; 429, 500, 503 and an API server that cannot be
-    reached or does not answer in time UNAVAILABLE (retry later); 504
+    reached or does not answer in time UNAVAILABLE (retry later), except the
+    500 the API server answers to an apply whose object does not fit the
+    kind's schema ("failed to create typed patch object", an unknown field),
+    which is INVALID_ARGUMENT; 504
     DEADLINE_EXCEEDED; anything else UNKNOWN. A write that names a lease the
     worker no longer holds is FAILED_PRECONDITION and is not made. The
     sidecar's own FAILED_PRECONDITIONs carry a google.rpc.ErrorInfo with
@@ -126,7 +129,10 @@ class ObjectServiceServicer:
     detail, one field violation each); 401 UNAUTHENTICATED; 403 PERMISSION_DENIED; 404 NOT_FOUND; 409 (a
     conflict, an object that already exists, a failed UID or resourceVersion
     precondition) ABORTED; 429, 500, 503 and an API server that cannot be
-    reached or does not answer in time UNAVAILABLE (retry later); 504
+    reached or does not answer in time UNAVAILABLE (retry later), except the
+    500 the API server answers to an apply whose object does not fit the
+    kind's schema ("failed to create typed patch object", an unknown field),
+    which is INVALID_ARGUMENT; 504
     DEADLINE_EXCEEDED; anything else UNKNOWN. A write that names a lease the
     worker no longer holds is FAILED_PRECONDITION and is not made. The
     sidecar's own FAILED_PRECONDITIONs carry a google.rpc.ErrorInfo with
@@ -235,7 +241,10 @@ class ObjectService:
     detail, one field violation each); 401 UNAUTHENTICATED; 403 PERMISSION_DENIED; 404 NOT_FOUND; 409 (a
     conflict, an object that already exists, a failed UID or resourceVersion
     precondition) ABORTED; 429, 500, 503 and an API server that cannot be
-    reached or does not answer in time UNAVAILABLE (retry later); 504
+    reached or does not answer in time UNAVAILABLE (retry later), except the
+    500 the API server answers to an apply whose object does not fit the
+    kind's schema ("failed to create typed patch object", an unknown field),
+    which is INVALID_ARGUMENT; 504
     DEADLINE_EXCEEDED; anything else UNKNOWN. A write that names a lease the
     worker no longer holds is FAILED_PRECONDITION and is not made. The
     sidecar's own FAILED_PRECONDITIONs carry a google.rpc.ErrorInfo with

@@ -144,8 +144,11 @@ export interface ListObjectsRequest {
   pageSize: number;
   /**
    * The next_page_token of the previous response, to continue a listing;
-   * empty starts at the beginning. Pages are read from the live cache, not a
-   * snapshot: objects changed between pages may be seen in either state.
+   * empty starts at the beginning. It continues only a request with the same
+   * informer, namespace, label selector and index (page_size may change);
+   * a token of another listing is INVALID_ARGUMENT. Pages are read from the
+   * live cache, not a snapshot: objects changed between pages may be seen in
+   * either state.
    */
   pageToken: string;
 }
@@ -707,7 +710,8 @@ export const ListObjectsResponse: MessageFns<ListObjectsResponse> = {
  *
  * Errors (gRPC status codes): unknown informer or index NOT_FOUND; a missing
  * informer name, object name, malformed label selector or non-numeric
- * resource version INVALID_ARGUMENT; the informer has not finished its initial
+ * resource version, a namespace on an informer of a cluster-scoped kind, or a
+ * page token of another listing INVALID_ARGUMENT; the informer has not finished its initial
  * list within wait UNAVAILABLE; the cache has not reached
  * min_resource_version within wait DEADLINE_EXCEEDED.
  */
