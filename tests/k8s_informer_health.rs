@@ -21,6 +21,7 @@ use kube::config::Kubeconfig;
 use support::control_plane::{self, TestNamespace};
 use support::proxy::{Proxy, apiserver_port, kubeconfig_via};
 use workqueue_sidecar::grpc::pb;
+use workqueue_sidecar::grpc::pb::cache_service_client::CacheServiceClient;
 
 /// The slow network: every new connection to the API server waits this long.
 const CONNECT_DELAY: Duration = Duration::from_secs(2);
@@ -85,6 +86,38 @@ async fn k8s_readyz_should_answer_503_until_every_informer_has_synced_behind_a_s
     }
     assert!(ready, "/readyz never answered 200 within 60 s; logs:\n{}", sidecar.logs());
     assert!(not_ready > 0, "the test saw no 503 before the sync: the proxy's delay did not slow the informers");
+    drop(sidecar);
+    drop(proxy);
+    let _ = std::fs::remove_dir_all(&dir);
+    namespace.delete().await;
+}
+
+/// A cache read the sidecar refuses (here a malformed label selector) is refused at once, not
+/// after waiting up to its `wait` for the informer's first list: the request is checked before
+/// the wait. The refusal must come while `/readyz` still says the informer has not synced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
+async fn k8s_a_cache_read_the_sidecar_refuses_should_be_refused_before_the_informer_syncs() {
+    let client = control_plane::client().await;
+    let namespace = TestNamespace::create(&client, "refuse-early").await;
+    let proxy = Proxy::start_delayed(apiserver_port(), CONNECT_DELAY).await;
+    let (dir, config) = scratch_config("wqs-refuse-early", &configmaps_of(namespace.name()));
+    let kubeconfig = kubeconfig_via(proxy.port, &dir);
+    let sidecar = Sidecar::start(&["--config", config.to_str().unwrap(), "--kubeconfig", kubeconfig.to_str().unwrap()]);
+    let (status, _) = sidecar.admin_get("/readyz").await;
+    assert_eq!(status, 503, "the informer has not synced yet (the proxy delays each connection 2 s)");
+
+    let mut cache = CacheServiceClient::connect(sidecar.endpoint()).await.unwrap();
+    let request = pb::ListObjectsRequest {
+        informer: "cms".into(),
+        label_selector: "a>b".into(),
+        wait: Some(prost_types::Duration { seconds: 30, nanos: 0 }),
+        ..Default::default()
+    };
+    let refused = cache.list_objects(request).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
+    let (status, body) = sidecar.admin_get("/readyz").await;
+    assert_eq!(status, 503, "refused before the informer synced, not after: {body}");
     drop(sidecar);
     drop(proxy);
     let _ = std::fs::remove_dir_all(&dir);

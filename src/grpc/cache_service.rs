@@ -43,18 +43,24 @@ impl CacheApi {
         }
     }
 
-    /// Finds the informer, then waits (within `wait`) for its first list and
-    /// for `min_resource_version`.
-    async fn ready_informer(
-        &self,
-        name: &str,
-        wait: Option<prost_types::Duration>,
-        min_resource_version: &str,
-    ) -> Result<&Arc<SharedInformer>, ApiError> {
+    /// The informer a request names.
+    fn named_informer(&self, name: &str) -> Result<&Arc<SharedInformer>, ApiError> {
         if name.is_empty() {
             return Err(ApiError::invalid("informer", "must name an informer of the sidecar config"));
         }
-        let informer = self.informers.informer(name)?;
+        Ok(self.informers.informer(name)?)
+    }
+
+    /// Waits (within `wait`) for the informer's first list and for
+    /// `min_resource_version`. Called once the rest of the request was
+    /// checked: a request the sidecar refuses is refused at once, not after
+    /// the wait.
+    async fn wait_ready(
+        &self,
+        informer: &SharedInformer,
+        wait: Option<prost_types::Duration>,
+        min_resource_version: &str,
+    ) -> Result<(), ApiError> {
         let min_version = match min_resource_version {
             "" => None,
             text => Some(text.parse::<u64>().map_err(|_| CacheReadError::BadResourceVersion(text.to_owned()))?),
@@ -65,7 +71,7 @@ impl CacheApi {
         if let Some(min) = min_version {
             informer.wait_version(min, deadline.saturating_duration_since(Instant::now())).await?;
         }
-        Ok(informer)
+        Ok(())
     }
 }
 
@@ -78,7 +84,7 @@ impl CacheService for CacheApi {
         if req.name.is_empty() {
             return Err(ApiError::invalid("name", "must not be empty").into());
         }
-        let informer = self.ready_informer(&req.informer, req.wait, &req.min_resource_version).await?;
+        let informer = self.named_informer(&req.informer)?;
         no_namespace_if_cluster_scoped(informer, &req.informer, &req.namespace)?;
         let key = match (informer.is_namespaced(), req.namespace.is_empty()) {
             (true, true) => {
@@ -91,6 +97,7 @@ impl CacheService for CacheApi {
             (true, false) => format!("{}/{}", req.namespace, req.name),
             (false, _) => req.name,
         };
+        self.wait_ready(informer, req.wait, &req.min_resource_version).await?;
         self.await_writes(informer, Some(&key)).await?;
         let object = match informer.get(&key) {
             Some(object) => Some(cached_object(&object, false)),
@@ -102,7 +109,7 @@ impl CacheService for CacheApi {
 
     async fn list_objects(&self, request: Request<pb::ListObjectsRequest>) -> Reply<pb::ListObjectsResponse> {
         let req = request.into_inner();
-        let informer = self.ready_informer(&req.informer, req.wait, &req.min_resource_version).await?;
+        let informer = self.named_informer(&req.informer)?;
         // Refused rather than answered with an empty list, which would read
         // as "no such objects" to a caller who mistook the kind's scope.
         no_namespace_if_cluster_scoped(informer, &req.informer, &req.namespace)?;
@@ -133,6 +140,7 @@ impl CacheService for CacheApi {
             after,
             limit,
         };
+        self.wait_ready(informer, req.wait, &req.min_resource_version).await?;
         self.await_writes(informer, None).await?;
         let page = informer.list(&query).map_err(ApiError::from)?;
         // A page ends early where the next object would take the answer past
