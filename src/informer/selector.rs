@@ -93,6 +93,12 @@ fn requirement(part: &str) -> Result<Requirement, String> {
     if let Some(key) = part.strip_prefix('!') {
         return Ok(Requirement::DoesNotExist(label_key(key.trim(), part)?));
     }
+    // Read as the key `a>` and `=`, these would be refused for the key.
+    if let Some(op) = [">=", "<="].into_iter().find(|op| part.contains(op)) {
+        return Err(format!(
+            "{op:?} is not an operator of label selectors, in {part:?}: use '>' or '<' with an integer"
+        ));
+    }
     for (op, build) in [
         ("!=", Requirement::NotEquals as fn(String, String) -> Requirement),
         ("==", Requirement::Equals),
@@ -251,13 +257,13 @@ mod tests {
             ("a>b", "'>' needs an integer value (64 bits), not \"b\", in \"a>b\""),
             ("a<1.5", "'<' needs an integer value (64 bits), not \"1.5\", in \"a<1.5\""),
             ("a>", "'>' needs an integer value (64 bits), not \"\", in \"a>\""),
+            ("a>=1", "\">=\" is not an operator of label selectors, in \"a>=1\": use '>' or '<' with an integer"),
             (
                 "a>99999999999999999999",
                 "'>' needs an integer value (64 bits), not \"99999999999999999999\", in \"a>99999999999999999999\"",
             ),
             // Not a label value, as the API server says too: no sign.
             ("a>-1", "invalid label value \"-1\" in \"a>-1\""),
-            ("a>=1", "invalid label key \"a>\" in \"a>=1\""),
             ("a>1>2", "invalid label value \"1>2\" in \"a>1>2\""),
             (">1", "invalid label key \"\" in \">1\""),
         ] {

@@ -60,7 +60,10 @@ impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The API server's message already names the object and, for
         // Invalid, every cause; the status and reason say which rule hit.
-        write!(f, "the API server refused the write ({} {}): {}", self.http_status, self.reason, self.message)
+        match self.reason.as_str() {
+            "" => write!(f, "the API server refused the write ({}): {}", self.http_status, self.message),
+            reason => write!(f, "the API server refused the write ({} {reason}): {}", self.http_status, self.message),
+        }
     }
 }
 
