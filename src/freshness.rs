@@ -165,19 +165,19 @@ impl Freshness {
     }
 
     /// Before a write: a write under `lease` may be made only while the lease
-    /// is current, and from now on its key will settle when the lease ends.
-    /// The ticket notes the write once made ([`WriteTicket::written`]); a
-    /// ticket dropped without that (the write failed, the caller went away)
-    /// takes its mark back.
+    /// is current, from now on its key will settle when the lease ends, and
+    /// the lease does not expire while the ticket lives. The ticket notes the
+    /// write once made ([`WriteTicket::written`]); a ticket dropped without
+    /// that (the write failed, the caller went away) takes its mark back.
     pub fn begin(self: &Arc<Self>, lease: Option<LeaseRef>) -> Result<WriteTicket, FenceError> {
         let lease = match lease {
             None => None,
             Some(LeaseRef { queue, key, token }) => {
                 let q = self.queues.get(&queue).ok_or_else(|| FenceError::UnknownQueue(queue.to_string()))?;
                 let mut ledger = self.ledger.lock();
-                q.mark_written(&*key, token)?;
+                q.begin_write(&*key, token)?;
                 *ledger.by_key.entry((queue.clone(), key.clone())).or_default() += 1;
-                Some((queue, key))
+                Some(LeaseRef { queue, key, token })
             }
         };
         Ok(WriteTicket { freshness: self.clone(), lease })
@@ -262,6 +262,12 @@ impl Freshness {
         }
     }
 
+    /// The write under `lease` is answered or given up: the queue may let
+    /// the lease end now. Whether the lease was held all along.
+    fn end_write(&self, lease: &LeaseRef) -> bool {
+        self.queues.get(&lease.queue).is_some_and(|q| q.end_write(&*lease.key, lease.token))
+    }
+
     /// What each cache must see of a write, leaving out what it has seen.
     fn expects_of_write(&self, written: &Written<'_>) -> Vec<(usize, Arc<str>, Expect)> {
         let key: Arc<str> = match written.namespace {
@@ -299,25 +305,46 @@ impl Freshness {
     }
 }
 
+/// The lease a write was made under ended before the API server answered
+/// the write: the write was made, and the key may be another worker's now.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the write was made, but the lease on {key:?} of queue {queue:?} ended before the API server answered it \
+     (the sidecar's term as leader or shard owner ended, it handed the lease back at shutdown, or its holder \
+     ended it): another worker may hold the key now"
+)]
+pub struct LeaseEndedDuringWrite {
+    pub queue: String,
+    pub key: String,
+}
+
 /// A write under way: taken before it is made, noted once it is.
 pub struct WriteTicket {
     freshness: Arc<Freshness>,
-    lease: Option<(Arc<str>, Arc<str>)>,
+    lease: Option<LeaseRef>,
 }
 
 impl WriteTicket {
     /// The write was made: reads of it, and its lease's key, wait for the
-    /// caches to see it.
-    pub fn written(mut self, written: Written<'_>) {
+    /// caches to see it. Refused when its lease ended while it was out.
+    pub fn written(mut self, written: Written<'_>) -> Result<(), LeaseEndedDuringWrite> {
         let freshness = self.freshness.clone();
         let expects = freshness.expects_of_write(&written);
         let lease = self.lease.take();
+        let held_throughout = lease.as_ref().is_none_or(|lease| freshness.end_write(lease));
+        let fenced = match (&lease, held_throughout) {
+            (Some(lease), false) => {
+                Err(LeaseEndedDuringWrite { queue: lease.queue.to_string(), key: lease.key.to_string() })
+            }
+            _ => Ok(()),
+        };
+        let lease = lease.map(|LeaseRef { queue, key, .. }| (queue, key));
         let mut ledger = freshness.ledger.lock();
         if expects.is_empty() {
             if let Some(lease) = lease {
                 freshness.release(&mut ledger, lease);
             }
-            return;
+            return fenced;
         }
         let settle = lease.as_ref().and_then(|(queue, _)| freshness.queues.get(queue)).map(|q| q.settle_timeout());
         let bound = settle.map_or(READ_BOUND, |settle| settle.max(READ_BOUND));
@@ -327,14 +354,16 @@ impl WriteTicket {
         // The watch may have delivered the write while it was being noted,
         // with nothing pending for the follower to check then.
         freshness.sweep(Instant::now());
+        fenced
     }
 }
 
 impl Drop for WriteTicket {
     fn drop(&mut self) {
         if let Some(lease) = self.lease.take() {
+            self.freshness.end_write(&lease);
             let mut ledger = self.freshness.ledger.lock();
-            self.freshness.release(&mut ledger, lease);
+            self.freshness.release(&mut ledger, (lease.queue, lease.key));
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The stale-read guard against the real control plane: a reconcile never reads a cache older than its own
-//! last write through the sidecar, a read right after a write sees it, and a write under a lost lease is
-//! refused and not made.
+//! last write through the sidecar, a read right after a write sees it, a write under a lost lease is
+//! refused and not made, and a lease does not end while a write under it waits for the API server.
 //!
 //! Needs `WQS_KUBECONFIG`: `hack/control-plane up && eval "$(hack/control-plane env)"`.
 
@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::control_plane::{self, TestNamespace};
 use support::informers::Sidecar;
+use support::proxy::{Proxy, apiserver_port, kubeconfig_via};
 use tonic::Code;
 use tonic::transport::Channel;
 use workqueue_sidecar::grpc::pb;
@@ -35,6 +36,7 @@ fn secs(n: i64) -> Option<prost_types::Duration> {
     Some(prost_types::Duration { seconds: n, nanos: 0 })
 }
 
+#[derive(Clone)]
 struct Clients {
     queue: WorkQueueServiceClient<Channel>,
     cache: CacheServiceClient<Channel>,
@@ -85,13 +87,22 @@ impl Clients {
     }
 
     async fn lease(&mut self) -> pb::Lease {
+        self.lease_with(None).await
+    }
+
+    /// A lease of `ttl`.
+    async fn lease_for(&mut self, ttl: Duration) -> pb::Lease {
+        self.lease_with(Some(prost_types::Duration::try_from(ttl).unwrap())).await
+    }
+
+    async fn lease_with(&mut self, ttl: Option<prost_types::Duration>) -> pb::Lease {
         let request = pb::GetRequest {
             queue: "q".into(),
             worker: "test".into(),
             max_keys: 1,
             include_object: true,
             wait: secs(20),
-            ..Default::default()
+            lease_ttl: ttl,
         };
         let mut leases = self.queue.get(request).await.unwrap().into_inner().leases;
         assert_eq!(leases.len(), 1, "a lease within 20 s");
@@ -111,7 +122,15 @@ async fn start(
     prefix: &str,
     queue_fields: &str,
 ) -> (TestNamespace, Clients, (Sidecar, tokio::sync::watch::Sender<bool>)) {
-    let client = control_plane::client().await;
+    start_with(control_plane::client().await, prefix, queue_fields).await
+}
+
+/// As `start`, the sidecar reaching the API server through `client`.
+async fn start_with(
+    client: kube::Client,
+    prefix: &str,
+    queue_fields: &str,
+) -> (TestNamespace, Clients, (Sidecar, tokio::sync::watch::Sender<bool>)) {
     let ns = TestNamespace::create(&client, prefix).await;
     let yaml = format!(
         "informers:\n  cms: {{ version: v1, kind: ConfigMap, namespace: {} }}\nqueues:\n  q: {{ primary: cms{queue_fields} }}\n",
@@ -244,6 +263,115 @@ async fn k8s_a_write_under_a_lost_lease_should_be_refused_and_not_made() {
         assert!(tokio::time::Instant::now() < deadline, "still not queued after the cache saw the write: {now:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A write under a lease that the API server answers only after the lease's deadline: the lease is
+/// kept until the answer, so no other worker gets the key while the write may still land, and once
+/// answered past its deadline the lease ends (as expired). Until 2026-11-28 the lease expired on time,
+/// the key settled for `settle_timeout` and went to the next worker while the first one's write was
+/// still on its way, and that write was answered OK.
+#[tokio::test]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
+async fn k8s_a_lease_should_not_end_while_a_write_under_it_waits_for_the_api_server() {
+    let proxy = Proxy::start(apiserver_port()).await;
+    let dir = std::env::temp_dir().join(control_plane::unique_name("slow-write"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let client = control_plane::client_from(&kubeconfig_via(proxy.port, &dir)).await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let (ns, mut clients, _running) = start_with(client, "slow-write", ", settle_timeout: 200ms").await;
+    create_counter(&mut clients, ns.name(), "slow").await;
+    let lease = clients.lease_for(Duration::from_millis(500)).await;
+    let key = lease.key.clone();
+    let under = pb::LeaseRef { queue: "q".into(), key: key.clone(), token: lease.token };
+
+    // The API server takes 2 s to answer: four times the lease, ten times the settle bound.
+    proxy.stall();
+    let mut writer = clients.clone();
+    let namespace = ns.name().to_owned();
+    let write = tokio::spawn(async move { writer.write_counter(&namespace, "slow", 1, Some(under)).await });
+    let add = pb::AddRequest { queue: "q".into(), keys: vec![key.clone()], ..Default::default() };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    clients.queue.add(add).await.unwrap();
+    let other = pb::GetRequest {
+        queue: "q".into(),
+        worker: "other".into(),
+        max_keys: 1,
+        wait: Some(prost_types::Duration { seconds: 1, nanos: 900_000_000 }),
+        ..Default::default()
+    };
+    let meanwhile = clients.queue.get(other.clone()).await.unwrap().into_inner().leases;
+    let state = clients.queue.key_state(pb::KeyStateRequest { queue: "q".into(), key: key.clone() }).await.unwrap();
+    assert!(
+        meanwhile.is_empty(),
+        "{key} was leased to another worker while the first one's write was unanswered: {meanwhile:?}"
+    );
+    assert_eq!(state.into_inner().state, pb::KeyState::Held as i32, "still held by the writer");
+    assert!(!write.is_finished(), "the write was answered while the proxy held it");
+
+    proxy.restore();
+    let written = write.await.unwrap();
+    assert!(written.is_ok(), "the write under the kept lease is answered OK: {written:?}");
+    // Answered past its deadline: the lease ended with the answer, and the
+    // next lease (the add above) sees the write.
+    let done = pb::DoneRequest { queue: "q".into(), key: key.clone(), token: lease.token };
+    let err = clients.queue.done(done).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    let next = clients.queue.get(pb::GetRequest { wait: secs(10), include_object: true, ..other }).await.unwrap();
+    let next = next.into_inner().leases;
+    assert_eq!(next.len(), 1, "the key goes on once the write is answered");
+    assert_eq!(counter_of(&next[0].object.as_ref().expect("the lease's object").json), 1, "it sees the write");
+}
+
+/// A worker that ends its lease while its own write under it is still unanswered: the key waits for
+/// the answer (then for the caches, or `settle_timeout` from the answer), and the write, made after
+/// its lease ended, is answered ABORTED saying so, not OK.
+#[tokio::test]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
+async fn k8s_a_write_answered_after_its_lease_ended_should_be_aborted_and_hold_the_key_until_then() {
+    let proxy = Proxy::start(apiserver_port()).await;
+    let dir = std::env::temp_dir().join(control_plane::unique_name("ended-write"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let client = control_plane::client_from(&kubeconfig_via(proxy.port, &dir)).await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let (ns, mut clients, _running) = start_with(client, "ended-write", ", settle_timeout: 200ms").await;
+    create_counter(&mut clients, ns.name(), "ended").await;
+    let lease = clients.lease().await;
+    let key = lease.key.clone();
+    let under = pb::LeaseRef { queue: "q".into(), key: key.clone(), token: lease.token };
+
+    proxy.stall();
+    let mut writer = clients.clone();
+    let namespace = ns.name().to_owned();
+    let write = tokio::spawn(async move { writer.write_counter(&namespace, "ended", 1, Some(under)).await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let done = pb::DoneRequest { queue: "q".into(), key: key.clone(), token: lease.token };
+    clients.queue.done(done).await.unwrap();
+    let add = pb::AddRequest { queue: "q".into(), keys: vec![key.clone()], ..Default::default() };
+    clients.queue.add(add).await.unwrap();
+    let other = pb::GetRequest {
+        queue: "q".into(),
+        worker: "other".into(),
+        max_keys: 1,
+        wait: Some(prost_types::Duration { seconds: 1, nanos: 500_000_000 }),
+        include_object: true,
+        ..Default::default()
+    };
+    let meanwhile = clients.queue.get(other.clone()).await.unwrap().into_inner().leases;
+    assert!(meanwhile.is_empty(), "{key} was leased again while a write under its last lease was unanswered");
+    let state = clients.queue.key_state(pb::KeyStateRequest { queue: "q".into(), key: key.clone() }).await.unwrap();
+    let state = state.into_inner();
+    assert_eq!(state.state, pb::KeyState::Settling as i32, "{state:?}");
+    assert_eq!(state.settling_until, None, "no bound while the write is unanswered: {state:?}");
+
+    proxy.restore();
+    let refused = write.await.unwrap().unwrap_err();
+    assert_eq!(refused.code(), Code::Aborted, "{refused:?}");
+    assert!(refused.message().contains("the write was made"), "{refused:?}");
+    let info = tonic_types::StatusExt::get_details_error_info(&refused).expect("an ErrorInfo");
+    assert_eq!((info.domain.as_str(), info.reason.as_str()), ("workqueue-sidecar", "LEASE_ENDED_DURING_WRITE"));
+    let next = clients.queue.get(pb::GetRequest { wait: secs(10), ..other }).await.unwrap().into_inner().leases;
+    assert_eq!(next.len(), 1, "the key goes on once the write is answered");
+    assert_eq!(counter_of(&next[0].object.as_ref().expect("the lease's object").json), 1, "it sees the write");
 }
 
 /// An object deleted and created again under its name, both through the sidecar: a read after

@@ -122,7 +122,7 @@ pub fn key_state(status: KeyStatus) -> pb::KeyStateResponse {
             pb::KeyState::Held
         }
         KeyPhase::Settling { until, dirty } => {
-            response.settling_until = Some(timestamp(until));
+            response.settling_until = until.map(timestamp);
             show_dirty(&mut response, dirty.as_ref());
             pb::KeyState::Settling
         }

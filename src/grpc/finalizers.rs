@@ -150,12 +150,12 @@ impl DeclaredFinalizers {
             true => self.writer.add_finalizer(target, finalizer).await,
             false => self.writer.remove_finalizer(target, finalizer).await,
         };
-        match change.map_err(Fenced::Write)? {
+        let fenced = match change.map_err(Fenced::Write)? {
             FinalizerChange::Changed(object) => ticket.written(Written::object(&target.kind, &object)),
             FinalizerChange::Gone => ticket.written(Written::gone(target, None)),
-            FinalizerChange::Unchanged => {}
-        }
-        Ok(())
+            FinalizerChange::Unchanged => Ok(()),
+        };
+        fenced.map_err(|err| Fenced::Refused(err.into()))
     }
 }
 

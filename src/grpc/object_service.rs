@@ -50,7 +50,7 @@ impl ObjectService for ObjectApi {
         let manager = field_manager(&req.field_manager)?;
         let (writer, ticket) = self.begin(req.lease.as_ref())?;
         let written = writer.apply(&target, object, manager, req.force).await.map_err(ApiError::from)?;
-        ticket.written(Written::object(&target.kind, &written));
+        ticket.written(Written::object(&target.kind, &written)).map_err(ApiError::from)?;
         Ok(Response::new(pb::ApplyObjectResponse { object: Some(written_object(&written)?) }))
     }
 
@@ -69,7 +69,7 @@ impl ObjectService for ObjectApi {
         let manager = field_manager(&req.field_manager)?;
         let (writer, ticket) = self.begin(req.lease.as_ref())?;
         let written = writer.patch(&target, patch, req.status, manager).await.map_err(ApiError::from)?;
-        ticket.written(Written::object(&target.kind, &written));
+        ticket.written(Written::object(&target.kind, &written)).map_err(ApiError::from)?;
         Ok(Response::new(pb::PatchObjectResponse { object: Some(written_object(&written)?) }))
     }
 
@@ -81,7 +81,7 @@ impl ObjectService for ObjectApi {
         let manager = field_manager(&req.field_manager)?;
         let (writer, ticket) = self.begin(req.lease.as_ref())?;
         let written = writer.create(&kind, namespace, object, manager).await.map_err(ApiError::from)?;
-        ticket.written(Written::object(&kind, &written));
+        ticket.written(Written::object(&kind, &written)).map_err(ApiError::from)?;
         Ok(Response::new(pb::CreateObjectResponse { object: Some(written_object(&written)?) }))
     }
 
@@ -105,11 +105,11 @@ impl ObjectService for ObjectApi {
         let (writer, ticket) = self.begin(req.lease.as_ref())?;
         let reply = match writer.delete(&target, options).await.map_err(ApiError::from)? {
             Deleted::Gone(version) => {
-                ticket.written(Written::gone(&target, version));
+                ticket.written(Written::gone(&target, version)).map_err(ApiError::from)?;
                 pb::DeleteObjectResponse { gone: true, object: None }
             }
             Deleted::Pending(object) => {
-                ticket.written(Written::object(&target.kind, &object));
+                ticket.written(Written::object(&target.kind, &object)).map_err(ApiError::from)?;
                 pb::DeleteObjectResponse { gone: false, object: Some(written_object(&object)?) }
             }
         };

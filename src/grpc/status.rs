@@ -4,7 +4,7 @@ use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
 use super::validate;
-use crate::freshness::FenceError;
+use crate::freshness::{FenceError, LeaseEndedDuringWrite};
 use crate::informer::CacheReadError;
 use crate::objects::{Refusal, WriteError};
 use crate::queue::QueueError;
@@ -13,7 +13,8 @@ use crate::queue::QueueError;
 pub const KUBERNETES_ERROR_DOMAIN: &str = "k8s.io";
 /// The `domain` of the ErrorInfo detail of the sidecar's own refusals that
 /// share a code with others: `STALE_LEASE` and `NO_KUBERNETES` (both
-/// FAILED_PRECONDITION).
+/// FAILED_PRECONDITION), `LEASE_ENDED_DURING_WRITE` (ABORTED, as the API
+/// server's conflicts).
 pub const SIDECAR_ERROR_DOMAIN: &str = "workqueue-sidecar";
 
 /// Why a request was refused before or by the queue.
@@ -33,6 +34,9 @@ pub enum ApiError {
     /// A write through the sidecar that failed.
     #[error(transparent)]
     Write(#[from] WriteError),
+    /// A write under a lease made, but answered after the lease ended.
+    #[error(transparent)]
+    LeaseEnded(#[from] LeaseEndedDuringWrite),
     /// A write asked of a sidecar that has no Kubernetes client.
     #[error("this sidecar runs without Kubernetes (its config names no informers), so it cannot write objects")]
     NoKubernetes,
@@ -72,6 +76,7 @@ impl From<ApiError> for Status {
             }
             ApiError::Queue(QueueError::StaleToken { .. }) => sidecar_refusal(code, message, "STALE_LEASE"),
             ApiError::NoKubernetes => sidecar_refusal(code, message, "NO_KUBERNETES"),
+            ApiError::LeaseEnded(_) => sidecar_refusal(code, message, "LEASE_ENDED_DURING_WRITE"),
             _ => Status::new(code, message),
         }
     }
@@ -135,6 +140,9 @@ pub fn code_of(err: &ApiError) -> Code {
             WriteError::Unreachable(_) => Code::Unavailable,
         },
         ApiError::NoKubernetes => Code::FailedPrecondition,
+        // Like a failed precondition of the API server's (409): the write
+        // raced another worker's claim on the object.
+        ApiError::LeaseEnded(_) => Code::Aborted,
         ApiError::Internal(_) => Code::Internal,
     }
 }

@@ -40,9 +40,11 @@ pub enum KeyPhase {
         dirty: Option<DirtyStatus>,
     },
     /// Its lease ended after writes through the sidecar that the caches have
-    /// not all seen: not handed out until they have, or until `until`.
+    /// not all seen: not handed out until they have, or until `until`
+    /// (`None` while a write under that lease is still unanswered: the bound
+    /// starts with the last answer).
     Settling {
-        until: Instant,
+        until: Option<Instant>,
         /// What happens when it settles: queued with this priority, at this time.
         dirty: Option<DirtyStatus>,
     },

@@ -85,10 +85,15 @@ enum Op {
     Release {
         holder: usize,
     },
-    /// The holder writes through the sidecar under its lease (or a stale one).
-    MarkWritten {
+    /// The holder sends a write through the sidecar under its lease (or a stale one).
+    BeginWrite {
         key: usize,
         stale: bool,
+    },
+    /// One of the writes begun and not yet answered is answered (picked by
+    /// index among them).
+    EndWrite {
+        pick: usize,
     },
     /// The caches have seen the key's writes.
     Settled {
@@ -159,7 +164,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (key.clone(), prop::bool::weighted(0.3), prop::option::of(1..300u64)).prop_map(|(key, stale, ttl_ms)| Op::Extend { key, stale, ttl_ms }),
         1 => key.clone().prop_map(|key| Op::Forget { key }),
         1 => (0..HOLDERS.len()).prop_map(|holder| Op::Release { holder }),
-        3 => (key.clone(), prop::bool::weighted(0.2)).prop_map(|(key, stale)| Op::MarkWritten { key, stale }),
+        3 => (key.clone(), prop::bool::weighted(0.2)).prop_map(|(key, stale)| Op::BeginWrite { key, stale }),
+        3 => (0..8usize).prop_map(|pick| Op::EndWrite { pick }),
         2 => key.clone().prop_map(|key| Op::Settled { key }),
         5 => (0..60u64).prop_map(|ms| Op::Advance { ms }),
         1 => (key, prop::option::weighted(0.8, 0..SHARDS)).prop_map(|(key, shard)| Op::MoveShard { key, shard }),
@@ -188,14 +194,19 @@ enum MPhase {
         ttl: Duration,
         dirty: Option<(i32, Instant)>,
         unsettled: bool,
+        /// Writes under it not answered yet: it does not expire while any is.
+        writing: u32,
         /// Its key's slot stopped being owned while held: its deadline no
         /// longer moves.
         asked_back: bool,
     },
-    /// After a lease with unseen writes: queued at `pending` when settled or at `until`.
+    /// After a lease with unseen writes: queued at `pending` when settled or
+    /// at `until`, which is unset while `writes` (that lease's token and its
+    /// writes not answered yet) are out.
     Settling {
-        until: Instant,
+        until: Option<Instant>,
         pending: Option<(i32, Instant)>,
+        writes: Option<(LeaseToken, u32)>,
     },
 }
 
@@ -287,19 +298,22 @@ impl Model {
     /// Ends the lease of `k`; `requeue` is the extra add the outcome asks for.
     fn end_lease(&mut self, k: usize, requeue: Option<Instant>, now: Instant) {
         let key = self.key(k);
-        let MPhase::Held { dirty, unsettled, asked_back, .. } = key.phase.clone() else {
+        let MPhase::Held { token, dirty, unsettled, writing, asked_back, .. } = key.phase.clone() else {
             panic!("model: {k} not held")
         };
         let priority = key.priority;
         // A key asked back stays queued whatever the outcome.
         let requeue = requeue.or(asked_back.then_some(now));
-        if unsettled {
+        if unsettled || writing > 0 {
             let pending = match (requeue, dirty) {
                 (Some(at), Some((p, dat))) => Some((priority.max(p), at.min(dat))),
                 (Some(at), None) => Some((priority, at)),
                 (None, dirty) => dirty,
             };
-            key.phase = MPhase::Settling { until: now + ms(SETTLE_MS), pending };
+            key.phase = match writing {
+                0 => MPhase::Settling { until: Some(now + ms(SETTLE_MS)), pending, writes: None },
+                n => MPhase::Settling { until: None, pending, writes: Some((token, n)) },
+            };
             return;
         }
         key.phase = MPhase::Idle;
@@ -325,7 +339,7 @@ impl Model {
             .keys
             .iter()
             .filter_map(|(k, key)| match key.phase {
-                MPhase::Held { deadline, token, .. } if deadline <= now => Some((deadline, token, *k)),
+                MPhase::Held { deadline, token, writing: 0, .. } if deadline <= now => Some((deadline, token, *k)),
                 _ => None,
             })
             .collect();
@@ -337,11 +351,37 @@ impl Model {
         let settled: Vec<usize> = self
             .keys
             .iter()
-            .filter(|(_, key)| matches!(key.phase, MPhase::Settling { until, .. } if until <= now))
+            .filter(|(_, key)| matches!(key.phase, MPhase::Settling { until: Some(until), .. } if until <= now))
             .map(|(k, _)| *k)
             .collect();
         for k in settled {
             self.release_settling(k, now);
+        }
+    }
+
+    /// A write under lease `token` of `k` is answered: whether the lease was
+    /// held until then.
+    fn end_write(&mut self, k: usize, token: LeaseToken, now: Instant) -> bool {
+        match &mut self.key(k).phase {
+            MPhase::Held { token: held, writing, deadline, .. } if *held == token => {
+                *writing -= 1;
+                if *writing == 0 && *deadline <= now {
+                    let delay = self.fail(k, "lease expired before the worker finished");
+                    self.end_lease(k, Some(now + delay), now);
+                }
+                true
+            }
+            MPhase::Settling { until, writes: writes @ Some(_), .. } => {
+                let (of, out) = writes.as_mut().unwrap();
+                if *of == token {
+                    *out -= 1;
+                    if *out == 0 {
+                        (*until, *writes) = (Some(now + ms(SETTLE_MS)), None);
+                    }
+                }
+                false
+            }
+            _ => false,
         }
     }
 
@@ -438,7 +478,7 @@ fn check_agreement(queue: &QueueState<String>, model: &Model) {
                 assert_eq!(deadline, md, "deadline of {name}");
                 assert_eq!(dirty.as_ref().map(|d| (d.priority, d.ready_at)), *mdirty, "dirty add of {name}");
             }
-            (KeyPhase::Settling { until, dirty }, MPhase::Settling { until: mu, pending }) => {
+            (KeyPhase::Settling { until, dirty }, MPhase::Settling { until: mu, pending, .. }) => {
                 assert_eq!(until, mu, "settling until of {name}");
                 assert_eq!(dirty.as_ref().map(|d| (d.priority, d.ready_at)), *pending, "what {name} settles into");
             }
@@ -463,6 +503,8 @@ fn run(ops: Vec<Op>) {
     }
     let mut granted: HashSet<LeaseToken> = HashSet::new();
     let mut past_tokens: Vec<(usize, LeaseToken)> = Vec::new();
+    // Writes begun and not answered yet: (key, lease token).
+    let mut in_flight: Vec<(usize, LeaseToken)> = Vec::new();
     let holders: Vec<Holder> = HOLDERS.iter().map(|h| Arc::from(*h)).collect();
     let reason = Reason::of(ReasonKind::Manual);
     let cache_reason = Reason::new(ReasonKind::Added, "informer");
@@ -556,6 +598,7 @@ fn run(ops: Vec<Op>) {
                             ttl: ttl(ttl_ms),
                             dirty: None,
                             unsettled: false,
+                            writing: 0,
                             asked_back: false,
                         };
                         past_tokens.push((k, lease.token));
@@ -641,16 +684,24 @@ fn run(ops: Vec<Op>) {
                     model.end_lease(k, Some(now + delay), now);
                 }
             }
-            Op::MarkWritten { key, stale } => {
+            Op::BeginWrite { key, stale } => {
                 let token = token_for(&model, key, stale);
-                let result = queue.mark_written(KEYS[key], token);
+                let result = queue.begin_write(KEYS[key], token);
                 if model.held_token(key) == Some(token) {
                     result.unwrap();
-                    if let MPhase::Held { unsettled, .. } = &mut model.key(key).phase {
-                        *unsettled = true;
+                    if let MPhase::Held { unsettled, writing, .. } = &mut model.key(key).phase {
+                        (*unsettled, *writing) = (true, *writing + 1);
                     }
+                    in_flight.push((key, token));
                 } else {
                     assert_eq!(result, Err(QueueError::StaleToken { token }), "a write under a lost lease");
+                }
+            }
+            Op::EndWrite { pick } => {
+                if !in_flight.is_empty() {
+                    let (key, token) = in_flight.remove(pick % in_flight.len());
+                    let held = queue.end_write(KEYS[key], token, now);
+                    assert_eq!(held, model.end_write(key, token, now), "end of a write under {} {token}", KEYS[key]);
                 }
             }
             Op::Settled { key } => {
@@ -660,7 +711,8 @@ fn run(ops: Vec<Op>) {
                         *unsettled = false;
                         false
                     }
-                    MPhase::Settling { .. } => true,
+                    // An unanswered write cannot have been seen.
+                    MPhase::Settling { until, .. } => until.is_some(),
                     _ => false,
                 };
                 assert_eq!(released, was_settling, "settled {}", KEYS[key]);

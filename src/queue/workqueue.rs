@@ -377,16 +377,30 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         self.with_state(|state, now| state.extend(key, token, ttl, now))
     }
 
-    /// The holder of `key`'s lease `token` writes through the sidecar: when
-    /// the lease ends the key settles until [`WorkQueue::settled`] (or the
-    /// queue's `settle_timeout`). Refused with `StaleToken` when the lease is
-    /// not current, so a write under a lost lease is never made.
-    pub fn mark_written<Q>(&self, key: &Q, token: LeaseToken) -> Result<(), QueueError>
+    /// The holder of `key`'s lease `token` sends a write through the
+    /// sidecar: when the lease ends the key settles until
+    /// [`WorkQueue::settled`] (or the queue's `settle_timeout`), and the lease
+    /// does not expire before [`WorkQueue::end_write`]. Refused with
+    /// `StaleToken` when the lease is not current, so a write under a lost
+    /// lease is never made.
+    pub fn begin_write<Q>(&self, key: &Q, token: LeaseToken) -> Result<(), QueueError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.with_state(|state, _| state.mark_written(key, token))
+        self.with_state(|state, _| state.begin_write(key, token))
+    }
+
+    /// The write begun under `key`'s lease `token` was answered, or given
+    /// up. Whether the lease was held all along: `false` when it ended while
+    /// the write was out (the term ended, the queue handed it back), and
+    /// another worker may hold the key by now.
+    pub fn end_write<Q>(&self, key: &Q, token: LeaseToken) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.with_state(|state, now| state.end_write(key, token, now))
     }
 
     /// The caches have seen every write made under `key`'s leases: a settling

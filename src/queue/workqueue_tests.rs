@@ -729,7 +729,8 @@ async fn key_written_under_its_lease_should_not_be_handed_out_until_the_writes_s
     let q = queue();
     add(&q, "a", 0);
     let lease = take(&q).unwrap();
-    q.mark_written("a", lease.token).unwrap();
+    q.begin_write("a", lease.token).unwrap();
+    assert!(q.end_write("a", lease.token), "held throughout");
     add(&q, "a", 0); // the watch event of the worker's own write, say
     q.finish("a", lease.token, FinishOutcome::Success).unwrap();
     assert!(matches!(q.key_status("a").phase, KeyPhase::Settling { dirty: Some(_), .. }));
@@ -746,7 +747,8 @@ async fn settling_key_should_be_queued_at_its_settle_timeout_when_the_caches_nev
     let q = queue();
     add(&q, "a", 0);
     let lease = take(&q).unwrap();
-    q.mark_written("a", lease.token).unwrap();
+    q.begin_write("a", lease.token).unwrap();
+    assert!(q.end_write("a", lease.token), "held throughout");
     q.finish("a", lease.token, FinishOutcome::RequeueAfter(Duration::ZERO)).unwrap();
     assert_eq!(take_key(&q), None);
     tokio::time::advance(settings().settle_timeout).await;
@@ -759,7 +761,8 @@ async fn writes_seen_before_the_lease_ends_should_not_hold_the_key_back() {
     let q = queue();
     add(&q, "a", 0);
     let lease = take(&q).unwrap();
-    q.mark_written("a", lease.token).unwrap();
+    q.begin_write("a", lease.token).unwrap();
+    assert!(q.end_write("a", lease.token), "held throughout");
     assert!(!q.settled("a"), "still held: nothing to let go");
     add(&q, "a", 0);
     q.done("a", lease.token).unwrap();
@@ -772,7 +775,85 @@ async fn a_write_under_a_lost_lease_should_be_refused() {
     add(&q, "a", 0);
     let lease = take(&q).unwrap();
     q.done("a", lease.token).unwrap();
-    assert_eq!(q.mark_written("a", lease.token), Err(QueueError::StaleToken { token: lease.token }));
+    assert_eq!(q.begin_write("a", lease.token), Err(QueueError::StaleToken { token: lease.token }));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lease_should_not_expire_while_a_write_under_it_is_unanswered() {
+    let q = queue();
+    let mut lost = q.watch_lost_leases(&worker("w"));
+    add(&q, "a", 0);
+    let lease = q.get(&worker("w"), Some(ms(100))).await.unwrap();
+    q.begin_write("a", lease.token).unwrap();
+    tokio::time::advance(ms(500)).await;
+    settle().await;
+    add(&q, "a", 0);
+    assert_eq!(take_key(&q), None, "the key is not handed out while the write may still land");
+    assert!(matches!(q.key_status("a").phase, KeyPhase::Held { .. }), "{:?}", q.key_status("a"));
+    assert_eq!(told(&mut lost), [], "nobody told of an end that did not happen");
+    // Its holder may still renew it: the lease never ended.
+    let renewal = q.extend("a", lease.token, Some(ms(100))).unwrap();
+    assert!(!renewal.cancel);
+    tokio::time::advance(ms(500)).await;
+    settle().await;
+    // Answered past the renewed deadline: the lease ends now, as expired.
+    assert!(q.end_write("a", lease.token), "held from the write's start to its answer");
+    assert_eq!(told(&mut lost), [("a".to_owned(), lease.token, LeaseLoss::Ended(crate::queue::LeaseEndKind::Expired))]);
+    assert!(matches!(q.key_status("a").phase, KeyPhase::Settling { until: Some(_), .. }));
+    assert_eq!(q.done("a", lease.token), Err(QueueError::StaleToken { token: lease.token }));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_write_answered_before_the_deadline_should_leave_the_lease_to_run_its_course() {
+    let q = queue();
+    add(&q, "a", 0);
+    let lease = q.get(&worker("w"), Some(ms(100))).await.unwrap();
+    q.begin_write("a", lease.token).unwrap();
+    q.begin_write("a", lease.token).unwrap();
+    assert!(q.end_write("a", lease.token));
+    tokio::time::advance(ms(200)).await;
+    settle().await;
+    assert!(matches!(q.key_status("a").phase, KeyPhase::Held { .. }), "one write still out");
+    assert!(q.end_write("a", lease.token));
+    assert!(matches!(q.key_status("a").phase, KeyPhase::Settling { .. }), "the last answer ended it");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_should_settle_only_from_the_answer_of_the_last_write_under_its_ended_lease() {
+    let q = queue();
+    add(&q, "a", 0);
+    let lease = take(&q).unwrap();
+    q.begin_write("a", lease.token).unwrap();
+    // Its holder ends it while its own write is still out.
+    q.done("a", lease.token).unwrap();
+    add(&q, "a", 0);
+    tokio::time::advance(settings().settle_timeout * 3).await;
+    settle().await;
+    assert_eq!(take_key(&q), None, "not let go at the settle timeout while the write is out");
+    assert!(matches!(q.key_status("a").phase, KeyPhase::Settling { until: None, .. }));
+    assert!(!q.settled("a"), "an unanswered write cannot have been seen");
+    assert!(!q.end_write("a", lease.token), "the lease ended while the write was out");
+    assert!(matches!(q.key_status("a").phase, KeyPhase::Settling { until: Some(_), .. }));
+    tokio::time::advance(settings().settle_timeout).await;
+    settle().await;
+    assert_eq!(take_key(&q).as_deref(), Some("a"), "the bound runs from the answer");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_write_should_not_keep_its_lease_past_the_end_of_the_term() {
+    let q = queue();
+    let term_end = Instant::now() + ms(300);
+    q.set_grant_until(term_end);
+    add(&q, "a", 0);
+    let lease = q.get(&worker("w"), Some(ms(100))).await.unwrap();
+    q.begin_write("a", lease.token).unwrap();
+    tokio::time::advance(ms(200)).await;
+    settle().await;
+    assert!(matches!(q.key_status("a").phase, KeyPhase::Held { .. }), "kept within the term");
+    tokio::time::advance(ms(200)).await;
+    settle().await;
+    assert!(matches!(q.key_status("a").phase, KeyPhase::Settling { until: None, .. }), "ended with the term");
+    assert!(!q.end_write("a", lease.token), "answered after the term ended: the lease was not held throughout");
 }
 
 /// The leases `lost` has been told of so far, without waiting.

@@ -87,7 +87,8 @@ pub async fn client_as(user: &str) -> Client {
     Client::try_from(config).unwrap_or_else(|e| panic!("a client as {user}: {e}"))
 }
 
-async fn client_from(path: &std::path::Path) -> Result<Client, String> {
+/// A client from the kubeconfig at `path` (one written by a test, say).
+pub async fn client_from(path: &std::path::Path) -> Result<Client, String> {
     let kubeconfig = Kubeconfig::read_from(path)
         .map_err(|e| format!("cannot read kubeconfig {} ({KUBECONFIG_ENV}): {e}", path.display()))?;
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())

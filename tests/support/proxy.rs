@@ -1,4 +1,4 @@
-//! A TCP proxy in front of the API server that a test can slow down, cut or hang: the sidecar's view of a slow, absent or frozen server.
+//! A TCP proxy in front of the API server that a test can slow down, stall, cut or hang: the sidecar's view of a slow, absent or frozen server.
 #![allow(dead_code)] // each test binary uses its own subset
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kube::config::Kubeconfig;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
@@ -22,6 +23,9 @@ enum Mode {
     /// Keeps them, and new ones, open without forwarding a byte either
     /// way: a server (or a network) that froze. Closed once the mode changes.
     Hang,
+    /// Holds what each side sends, and forwards it once the mode is `Open`
+    /// again: a server that answers late, but answers.
+    Stall,
 }
 
 pub struct Proxy {
@@ -65,9 +69,15 @@ impl Proxy {
                     } else {
                         tokio::time::sleep(delay).await;
                         if let Ok(mut upstream) = TcpStream::connect(("127.0.0.1", upstream)).await {
+                            let (from_client, to_client) = downstream.split();
+                            let (from_server, to_server) = upstream.split();
+                            let both_ways = futures_util::future::join(
+                                pump(from_client, to_server, mode_rx.clone()),
+                                pump(from_server, to_client, mode_rx.clone()),
+                            );
                             tokio::select! {
-                                _ = tokio::io::copy_bidirectional(&mut downstream, &mut upstream) => {}
-                                _ = mode_rx.wait_for(|mode| *mode != Mode::Open) => {}
+                                _ = both_ways => {}
+                                _ = mode_rx.wait_for(|mode| matches!(mode, Mode::Cut | Mode::Hang)) => {}
                             }
                             // Frozen: nothing more either way until the mode changes again.
                             if *mode_rx.borrow() == Mode::Hang {
@@ -99,12 +109,20 @@ impl Proxy {
         self.mode.send_replace(Mode::Hang);
     }
 
+    /// Holds every byte either way, on open connections and new ones,
+    /// until `restore`, which forwards what was held: requests under way are
+    /// answered late.
+    pub fn stall(&self) {
+        self.mode.send_replace(Mode::Stall);
+    }
+
     /// When connections were refused while cut, in order.
     pub fn refused_at(&self) -> Vec<Instant> {
         self.refused.lock().unwrap().clone()
     }
 
-    /// Forwards new connections again; those held while hung are closed.
+    /// Forwards again: what a stall held goes on; connections held while
+    /// hung are closed.
     pub fn restore(&self) {
         self.mode.send_replace(Mode::Open);
     }
@@ -115,6 +133,25 @@ impl Drop for Proxy {
         self.mode.send_replace(Mode::Cut);
         self.task.abort();
     }
+}
+
+/// Copies one direction of a connection, holding each chunk while the proxy
+/// is stalled; ends at the end of input or when the proxy cuts or hangs.
+async fn pump(mut from: impl AsyncRead + Unpin, mut to: impl AsyncWrite + Unpin, mut mode: watch::Receiver<Mode>) {
+    let mut chunk = vec![0u8; 16 * 1024];
+    loop {
+        let read = match from.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(read) => read,
+        };
+        if mode.wait_for(|mode| *mode != Mode::Stall).await.map(|mode| *mode != Mode::Open).unwrap_or(true) {
+            return;
+        }
+        if to.write_all(&chunk[..read]).await.is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown().await;
 }
 
 /// The port of the control plane's API server on loopback.

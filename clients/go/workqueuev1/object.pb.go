@@ -344,8 +344,9 @@ type ApplyObjectRequest struct {
 	// Take fields another manager owns instead of failing with a conflict.
 	Force bool `protobuf:"varint,6,opt,name=force,proto3" json:"force,omitempty"`
 	// The lease this write is made under, if any: the write is made only
-	// while the lease is current, and the key's next lease waits until the
-	// caches have seen the write (see the service comment).
+	// while the lease is current, the lease does not expire until the write
+	// is answered, and the key's next lease waits until the caches have seen
+	// the write (see the service comment).
 	Lease         *LeaseRef `protobuf:"bytes,7,opt,name=lease,proto3" json:"lease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -497,8 +498,9 @@ type PatchObjectRequest struct {
 	// The field manager recorded for the change; empty uses the sidecar's.
 	FieldManager string `protobuf:"bytes,7,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
 	// The lease this write is made under, if any: the write is made only
-	// while the lease is current, and the key's next lease waits until the
-	// caches have seen the write (see the service comment).
+	// while the lease is current, the lease does not expire until the write
+	// is answered, and the key's next lease waits until the caches have seen
+	// the write (see the service comment).
 	Lease         *LeaseRef `protobuf:"bytes,8,opt,name=lease,proto3" json:"lease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -650,8 +652,9 @@ type CreateObjectRequest struct {
 	// The field manager recorded for the object; empty uses the sidecar's.
 	FieldManager string `protobuf:"bytes,4,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
 	// The lease this write is made under, if any: the write is made only
-	// while the lease is current, and the key's next lease waits until the
-	// caches have seen the write (see the service comment).
+	// while the lease is current, the lease does not expire until the write
+	// is answered, and the key's next lease waits until the caches have seen
+	// the write (see the service comment).
 	Lease         *LeaseRef `protobuf:"bytes,5,opt,name=lease,proto3" json:"lease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -789,8 +792,9 @@ type DeleteObjectRequest struct {
 	// What happens to the objects it owns.
 	Propagation Propagation `protobuf:"varint,6,opt,name=propagation,proto3,enum=workqueue.v1.Propagation" json:"propagation,omitempty"`
 	// The lease this write is made under, if any: the write is made only
-	// while the lease is current, and the key's next lease waits until the
-	// caches have seen the write (see the service comment).
+	// while the lease is current, the lease does not expire until the write
+	// is answered, and the key's next lease waits until the caches have seen
+	// the write (see the service comment).
 	Lease         *LeaseRef `protobuf:"bytes,7,opt,name=lease,proto3" json:"lease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -2128,7 +2128,8 @@ type KeyStateResponse struct {
 	QueuedSince *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=queued_since,json=queuedSince,proto3" json:"queued_since,omitempty"`
 	// WAITING: when it becomes ready.
 	WaitingUntil *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=waiting_until,json=waitingUntil,proto3" json:"waiting_until,omitempty"`
-	// HELD: the lease's deadline.
+	// HELD: the lease's deadline. A lease past it stays held while a write
+	// under it (ObjectService) waits for the API server's answer.
 	HeldUntil *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=held_until,json=heldUntil,proto3" json:"held_until,omitempty"`
 	// HELD: the lease's holder: the worker name given to Get, or for a Work
 	// stream "<worker>#<stream number>" (each stream is its own holder).
@@ -2137,8 +2138,10 @@ type KeyStateResponse struct {
 	// the lease ends.
 	Dirty bool `protobuf:"varint,10,opt,name=dirty,proto3" json:"dirty,omitempty"`
 	// SETTLING: the latest instant it waits for the caches to see its
-	// writes; it is queued (or forgotten) then at the latest. dirty, priority
-	// and reasons tell what happens next, as for HELD.
+	// writes; it is queued (or forgotten) then at the latest. Unset while a
+	// write under its last lease still waits for the API server's answer (the
+	// bound starts with the answer). dirty, priority and reasons tell what
+	// happens next, as for HELD.
 	SettlingUntil *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=settling_until,json=settlingUntil,proto3" json:"settling_until,omitempty"`
 	// Set for a queue whose keys the replicas of a shard group share
 	// (shard_by in the config): which slot the key falls in and who owns it.

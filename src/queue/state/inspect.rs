@@ -38,6 +38,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             .held_slots()
             .iter()
             .chain(self.settling.values())
+            .chain(self.settling_writes.keys())
             .filter(|&&slot| match &self.entries[slot].phase {
                 Phase::Held(held) => self.held_leases[*held].pending.is_some(),
                 Phase::Settling { pending, .. } => pending.is_some(),
@@ -50,7 +51,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             waiting: self.waiting.len(),
             parked: self.parked.len(),
             held: self.leases.len(),
-            settling: self.settling.len(),
+            settling: self.settling.len().saturating_add(self.settling_writes.len()),
             dirty,
             tracked: self.entries.len(),
         }
@@ -110,7 +111,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             self.ready.len(),
             self.waiting.len(),
             self.leases.stored(),
-            self.settling.len(),
+            self.settling.len().saturating_add(self.settling_writes.len()),
         ]
     }
 }

@@ -113,19 +113,71 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         Ok(LeaseRenewal { deadline, cancel: self.cancel_held || deadline <= now })
     }
 
-    /// The holder of the lease is writing through the sidecar: when the lease
-    /// ends, the key settles (is not handed out) until `settled` is called or
-    /// the queue's `settle_timeout` passes. Refused, as `Done` is, when
-    /// `token` is not the key's current lease: a write under a lost lease
-    /// must not be made.
-    pub(crate) fn mark_written<Q>(&mut self, key: &Q, token: LeaseToken) -> Result<(), QueueError>
+    /// The holder of the lease sends a write through the sidecar: when the
+    /// lease ends, the key settles (is not handed out) until `settled` is
+    /// called or the queue's `settle_timeout` passes, and until the write is
+    /// answered (`end_write`) the lease does not expire. Refused, as `Done`
+    /// is, when `token` is not the key's current lease: a write under a lost
+    /// lease must not be made.
+    pub(crate) fn begin_write<Q>(&mut self, key: &Q, token: LeaseToken) -> Result<(), QueueError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
         let slot = self.held_slot(key, token).inspect_err(|_| self.observer.stale_token())?;
-        self.held_lease_mut(slot).unsettled = true;
+        let held = self.held_lease_mut(slot);
+        held.unsettled = true;
+        held.writing = held.writing.saturating_add(1);
         Ok(())
+    }
+
+    /// A write begun under `key`'s lease `token` was answered (or given up):
+    /// a lease past its deadline with no other write out ends now, as
+    /// expired; a key settling after that lease starts its settle bound once
+    /// its last write is answered. Whether the lease was held from the
+    /// write's start until now: `false` when it ended meanwhile (the term
+    /// ended, the queue handed it back, its holder ended it).
+    pub(crate) fn end_write<Q>(&mut self, key: &Q, token: LeaseToken, now: Instant) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let Some(slot) = self.slot_of(key) else { return false };
+        match self.entries[slot].phase {
+            Phase::Held(held) if self.held_leases[held].token == token => {
+                let held = &mut self.held_leases[held];
+                held.writing = held.writing.saturating_sub(1);
+                if held.writing == 0 && held.deadline <= now {
+                    self.end_lease(slot, LeaseEnd::Lost(ReasonKind::LeaseExpired), now);
+                }
+                true
+            }
+            Phase::Settling { until: None, .. } => {
+                let Some(writes) = self.settling_writes.get_mut(&slot).filter(|(of, _)| *of == token) else {
+                    return false;
+                };
+                writes.1 = writes.1.saturating_sub(1);
+                if writes.1 == 0 {
+                    self.settling_writes.remove(&slot);
+                    self.start_settle_bound(slot, now);
+                }
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// A lease past its deadline with writes still unanswered stays held: its
+    /// deadline record moves to the end of the term (or out of reach without
+    /// one), where it is looked at again; the deadline the holder was told
+    /// stays, so the last answer ends it.
+    pub(super) fn keep_while_writing(&mut self, lease: LeaseDeadline, now: Instant) {
+        let until = self.grant_until.unwrap_or_else(|| time::after(now, time::MAX_DURATION));
+        let record = self.next_seq();
+        self.held_lease_mut(lease.slot).deadline_record = record;
+        self.leases.insert(LeaseDeadline { deadline: until, record, ..lease });
+        self.lease_ended();
+        self.note_deadline(until);
     }
 
     /// The caches have seen every write made under the key's leases: a held
@@ -143,6 +195,9 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
                 self.held_leases[held].unsettled = false;
                 false
             }
+            // A write still unanswered cannot have been seen: its answer
+            // starts the bound, and the caches are asked again after it.
+            Phase::Settling { until: None, .. } => false,
             Phase::Settling { .. } => {
                 self.end_settling(slot, now);
                 true
@@ -158,12 +213,26 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         else {
             unreachable!("only settling keys are in the settling set")
         };
-        self.settling.remove(&(until, seq));
+        match until {
+            Some(until) => _ = self.settling.remove(&(until, seq)),
+            None => _ = self.settling_writes.remove(&slot),
+        }
         if let Some(pending) = pending {
             self.enqueue_slot(slot, pending.priority, pending.reasons, pending.ready_at, now);
             self.entries[slot].enqueued_at = Some(pending.enqueued_at);
         }
         self.remove_if_idle(slot);
+    }
+
+    /// A settling key is let go at the latest `settle_timeout` from now.
+    fn start_settle_bound(&mut self, slot: Slot, now: Instant) {
+        let until = time::after(now, self.settings.settle_timeout);
+        let seq = self.next_seq();
+        self.settling.insert((until, seq), slot);
+        self.note_deadline(until);
+        if let Phase::Settling { until: bound, seq: of, .. } = &mut self.entries[slot].phase {
+            (*bound, *of) = (Some(until), seq);
+        }
     }
 
     /// Returns every lease of `holder` to the queue, as failures; how many.
@@ -251,7 +320,10 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         };
         self.observer.lease_ended(now.saturating_duration_since(held.granted_at), how);
         if how == LeaseEndKind::Returned {
-            self.handed_back_until = self.handed_back_until.max(Some(held.deadline));
+            // A lease with a write out is worked under until the write is
+            // answered: at most until the term ends, when there is one.
+            let until = if held.writing > 0 { self.grant_until.unwrap_or(held.deadline) } else { held.deadline };
+            self.handed_back_until = self.handed_back_until.max(Some(until));
         }
         if matches!(how, LeaseEndKind::Expired | LeaseEndKind::Returned) {
             // Its holder did not end it and may still be working: tell it.
@@ -304,9 +376,9 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             requeue => requeue,
         };
 
-        if held.unsettled {
-            // Writes under this lease are not in every cache yet: what would
-            // be queued now waits, merged, until they are.
+        if held.unsettled || held.writing > 0 {
+            // Writes under this lease are not in every cache yet (or not even
+            // answered): what would be queued now waits, merged, until they are.
             let mut pending = held.pending;
             if let Some((reasons, ready_at)) = requeue {
                 Pending::merge_into(
@@ -314,11 +386,12 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
                     Pending { priority: lease_priority, reasons, ready_at, enqueued_at: ready_at.max(now) },
                 );
             }
-            let until = time::after(now, self.settings.settle_timeout);
-            let seq = self.next_seq();
-            self.settling.insert((until, seq), slot);
-            self.note_deadline(until);
-            self.entries[slot].phase = Phase::Settling { until, seq, pending };
+            self.entries[slot].phase = Phase::Settling { until: None, seq: 0, pending };
+            if held.writing > 0 {
+                self.settling_writes.insert(slot, (held.token, held.writing));
+            } else {
+                self.start_settle_bound(slot, now);
+            }
             return;
         }
         let requeued = requeue.is_some();

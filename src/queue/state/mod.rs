@@ -9,7 +9,7 @@
 //! explicit instants.
 
 use std::borrow::Borrow;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::BuildHasher;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -94,9 +94,11 @@ enum Phase {
     /// are held at once (40 bytes less per tracked key).
     Held(HeldSlot),
     /// Its lease ended after writes the caches have not seen yet: not handed
-    /// out until they have (`settled`) or `until` passes.
+    /// out until they have (`settled`) or `until` passes. `None` while writes
+    /// under that lease are still unanswered (`settling_writes`): the bound
+    /// starts once the last one is.
     Settling {
-        until: Instant,
+        until: Option<Instant>,
         seq: u64,
         pending: Option<Box<Pending>>,
     },
@@ -124,6 +126,11 @@ struct HeldLease {
     /// The worker wrote through the sidecar under this lease, and the caches
     /// have not all seen it yet: the key settles when the lease ends.
     unsettled: bool,
+    /// Writes under this lease sent to the API server and not answered yet.
+    /// While any is, the lease does not expire: its deadline passing only
+    /// ends it once the last one is answered (or the term ends), so no other
+    /// worker gets the key while a write of this one may still land.
+    writing: u32,
     /// Its key's shard slot moved away: its holder was asked to stop, and its
     /// deadline no longer moves.
     asked_back: bool,
@@ -195,6 +202,9 @@ pub(crate) struct QueueState<K> {
     leases: LeaseDeadlines,
     /// Settling keys by the latest instant they settle.
     settling: BTreeMap<(Instant, u64), Slot>,
+    /// Settling keys whose lease ended while writes under it were unanswered:
+    /// that lease's token and how many writes are still out.
+    settling_writes: HashMap<Slot, (LeaseToken, u32)>,
     next_seq: u64,
     tokens: TokenSource,
     shutting_down: bool,
@@ -251,6 +261,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             waiting: BTreeMap::new(),
             leases: LeaseDeadlines::default(),
             settling: BTreeMap::new(),
+            settling_writes: HashMap::new(),
             next_seq: 0,
             tokens: TokenSource::new(),
             shutting_down: false,
@@ -612,6 +623,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             granted_at: now,
             pending: None,
             unsettled: false,
+            writing: 0,
             asked_back: false,
         }));
         Some(Lease {
@@ -653,6 +665,10 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         while let Some(lease) = self.leases.first() {
             if lease.deadline > now {
                 break;
+            }
+            if self.held_lease_mut(lease.slot).writing > 0 && self.grant_until.is_none_or(|until| now < until) {
+                self.keep_while_writing(lease, now);
+                continue;
             }
             self.end_lease(lease.slot, LeaseEnd::Lost(ReasonKind::LeaseExpired), now);
         }

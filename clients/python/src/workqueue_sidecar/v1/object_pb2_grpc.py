@@ -64,10 +64,18 @@ class ObjectServiceStub:
 
     Writes under a lease, and reads after writes: a write may name the lease
     it is made under (lease). The sidecar then makes it only while that lease
-    is current (its token fences the write as it fences Done), and the key is
-    not leased again until every informer cache that holds the written kind
-    has seen the write (or the queue's settle_timeout has passed): the next
-    reconcile never reads a cache older than its own last write. Every write
+    is current (its token fences the write as it fences Done); until the API
+    server answers it, the lease does not expire (one answered past its
+    deadline ends with the answer, as expired), so no other worker gets the
+    key while the write may still land; and the key is not leased again until
+    every informer cache that holds the written kind has seen the write (or
+    the queue's settle_timeout has passed since the answer): the next
+    reconcile never reads a cache older than its own last write. A lease that
+    ends anyway while its write is out (the sidecar's term as leader or shard
+    owner ended, a shutdown handed it back, or the worker ended it itself)
+    makes the write's answer ABORTED with a google.rpc.ErrorInfo of domain
+    "workqueue-sidecar" and reason "LEASE_ENDED_DURING_WRITE": the write was
+    made, and the key may be another worker's by now. Every write
     through the sidecar, under a lease or not, also makes cache reads of the
     written object (GetObject, ListObjects) wait, up to the same bound, until
     the cache has seen it; past the bound they fail with DEADLINE_EXCEEDED
@@ -141,10 +149,18 @@ class ObjectServiceServicer:
 
     Writes under a lease, and reads after writes: a write may name the lease
     it is made under (lease). The sidecar then makes it only while that lease
-    is current (its token fences the write as it fences Done), and the key is
-    not leased again until every informer cache that holds the written kind
-    has seen the write (or the queue's settle_timeout has passed): the next
-    reconcile never reads a cache older than its own last write. Every write
+    is current (its token fences the write as it fences Done); until the API
+    server answers it, the lease does not expire (one answered past its
+    deadline ends with the answer, as expired), so no other worker gets the
+    key while the write may still land; and the key is not leased again until
+    every informer cache that holds the written kind has seen the write (or
+    the queue's settle_timeout has passed since the answer): the next
+    reconcile never reads a cache older than its own last write. A lease that
+    ends anyway while its write is out (the sidecar's term as leader or shard
+    owner ended, a shutdown handed it back, or the worker ended it itself)
+    makes the write's answer ABORTED with a google.rpc.ErrorInfo of domain
+    "workqueue-sidecar" and reason "LEASE_ENDED_DURING_WRITE": the write was
+    made, and the key may be another worker's by now. Every write
     through the sidecar, under a lease or not, also makes cache reads of the
     written object (GetObject, ListObjects) wait, up to the same bound, until
     the cache has seen it; past the bound they fail with DEADLINE_EXCEEDED
@@ -253,10 +269,18 @@ class ObjectService:
 
     Writes under a lease, and reads after writes: a write may name the lease
     it is made under (lease). The sidecar then makes it only while that lease
-    is current (its token fences the write as it fences Done), and the key is
-    not leased again until every informer cache that holds the written kind
-    has seen the write (or the queue's settle_timeout has passed): the next
-    reconcile never reads a cache older than its own last write. Every write
+    is current (its token fences the write as it fences Done); until the API
+    server answers it, the lease does not expire (one answered past its
+    deadline ends with the answer, as expired), so no other worker gets the
+    key while the write may still land; and the key is not leased again until
+    every informer cache that holds the written kind has seen the write (or
+    the queue's settle_timeout has passed since the answer): the next
+    reconcile never reads a cache older than its own last write. A lease that
+    ends anyway while its write is out (the sidecar's term as leader or shard
+    owner ended, a shutdown handed it back, or the worker ended it itself)
+    makes the write's answer ABORTED with a google.rpc.ErrorInfo of domain
+    "workqueue-sidecar" and reason "LEASE_ENDED_DURING_WRITE": the write was
+    made, and the key may be another worker's by now. Every write
     through the sidecar, under a lease or not, also makes cache reads of the
     written object (GetObject, ListObjects) wait, up to the same bound, until
     the cache has seen it; past the bound they fail with DEADLINE_EXCEEDED

@@ -129,8 +129,9 @@ export interface ApplyObjectRequest {
   force: boolean;
   /**
    * The lease this write is made under, if any: the write is made only
-   * while the lease is current, and the key's next lease waits until the
-   * caches have seen the write (see the service comment).
+   * while the lease is current, the lease does not expire until the write
+   * is answered, and the key's next lease waits until the caches have seen
+   * the write (see the service comment).
    */
   lease: LeaseRef | undefined;
 }
@@ -168,8 +169,9 @@ export interface PatchObjectRequest {
   fieldManager: string;
   /**
    * The lease this write is made under, if any: the write is made only
-   * while the lease is current, and the key's next lease waits until the
-   * caches have seen the write (see the service comment).
+   * while the lease is current, the lease does not expire until the write
+   * is answered, and the key's next lease waits until the caches have seen
+   * the write (see the service comment).
    */
   lease: LeaseRef | undefined;
 }
@@ -200,8 +202,9 @@ export interface CreateObjectRequest {
   fieldManager: string;
   /**
    * The lease this write is made under, if any: the write is made only
-   * while the lease is current, and the key's next lease waits until the
-   * caches have seen the write (see the service comment).
+   * while the lease is current, the lease does not expire until the write
+   * is answered, and the key's next lease waits until the caches have seen
+   * the write (see the service comment).
    */
   lease: LeaseRef | undefined;
 }
@@ -243,8 +246,9 @@ export interface DeleteObjectRequest {
   propagation: Propagation;
   /**
    * The lease this write is made under, if any: the write is made only
-   * while the lease is current, and the key's next lease waits until the
-   * caches have seen the write (see the service comment).
+   * while the lease is current, the lease does not expire until the write
+   * is answered, and the key's next lease waits until the caches have seen
+   * the write (see the service comment).
    */
   lease: LeaseRef | undefined;
 }
@@ -1304,10 +1308,18 @@ export const DeleteObjectResponse: MessageFns<DeleteObjectResponse> = {
  *
  * Writes under a lease, and reads after writes: a write may name the lease
  * it is made under (lease). The sidecar then makes it only while that lease
- * is current (its token fences the write as it fences Done), and the key is
- * not leased again until every informer cache that holds the written kind
- * has seen the write (or the queue's settle_timeout has passed): the next
- * reconcile never reads a cache older than its own last write. Every write
+ * is current (its token fences the write as it fences Done); until the API
+ * server answers it, the lease does not expire (one answered past its
+ * deadline ends with the answer, as expired), so no other worker gets the
+ * key while the write may still land; and the key is not leased again until
+ * every informer cache that holds the written kind has seen the write (or
+ * the queue's settle_timeout has passed since the answer): the next
+ * reconcile never reads a cache older than its own last write. A lease that
+ * ends anyway while its write is out (the sidecar's term as leader or shard
+ * owner ended, a shutdown handed it back, or the worker ended it itself)
+ * makes the write's answer ABORTED with a google.rpc.ErrorInfo of domain
+ * "workqueue-sidecar" and reason "LEASE_ENDED_DURING_WRITE": the write was
+ * made, and the key may be another worker's by now. Every write
  * through the sidecar, under a lease or not, also makes cache reads of the
  * written object (GetObject, ListObjects) wait, up to the same bound, until
  * the cache has seen it; past the bound they fail with DEADLINE_EXCEEDED

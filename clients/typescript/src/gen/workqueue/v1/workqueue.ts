@@ -578,7 +578,10 @@ export interface KeyStateResponse {
   waitingUntil:
     | Date
     | undefined;
-  /** HELD: the lease's deadline. */
+  /**
+   * HELD: the lease's deadline. A lease past it stays held while a write
+   * under it (ObjectService) waits for the API server's answer.
+   */
   heldUntil:
     | Date
     | undefined;
@@ -594,8 +597,10 @@ export interface KeyStateResponse {
   dirty: boolean;
   /**
    * SETTLING: the latest instant it waits for the caches to see its
-   * writes; it is queued (or forgotten) then at the latest. dirty, priority
-   * and reasons tell what happens next, as for HELD.
+   * writes; it is queued (or forgotten) then at the latest. Unset while a
+   * write under its last lease still waits for the API server's answer (the
+   * bound starts with the answer). dirty, priority and reasons tell what
+   * happens next, as for HELD.
    */
   settlingUntil:
     | Date
