@@ -77,6 +77,33 @@ async fn metrics_should_count_a_known_workload_exactly() {
     assert_eq!(sample(&metrics, adds_ok), Some(2.0));
 }
 
+/// client-go counts an add made while the key is processed once (it marks the key dirty, and Done
+/// queues it again without counting), and an AddAfter when its delay ends. Until 2026-11-28 the sidecar
+/// counted the first twice (when made and when queued after the lease) and the second when made.
+#[tokio::test]
+async fn adds_should_count_once_each_and_a_delayed_one_when_its_delay_ends() {
+    let sidecar = Sidecar::start(&[]);
+    let mut client = sidecar.client().await;
+    client.add(add(&["a"])).await.unwrap();
+    let lease = client.get(get(1, None)).await.unwrap().into_inner().leases.remove(0);
+    client.add(add(&["a"])).await.unwrap();
+    client.add(add(&["a"])).await.unwrap();
+    let done = pb::DoneRequest { queue: "default".into(), key: lease.key.clone(), token: lease.token };
+    client.done(done).await.unwrap();
+    let after = pb::AddAfterRequest {
+        queue: "default".into(),
+        keys: vec!["later".into()],
+        delay: Some(prost_types::Duration { seconds: 60, nanos: 0 }),
+        priority: None,
+        reason: String::new(),
+    };
+    client.add_after(after).await.unwrap();
+    let (_, metrics) = sidecar.admin_get("/metrics").await;
+    let adds = sample(&metrics, r#"workqueue_adds_total{name="default"}"#);
+    assert_eq!(adds, Some(2.0), "`a`, and `a` again while held; `later` only in 60 s:\n{metrics}");
+    assert_eq!(sample(&metrics, r#"workqueue_depth{name="default"}"#), Some(1.0), "`a` queued again");
+}
+
 #[tokio::test]
 async fn requeues_after_a_delay_should_count_as_retries_and_their_delay_not_as_queue_time() {
     let sidecar = Sidecar::start(&[]);
@@ -103,6 +130,7 @@ async fn requeues_after_a_delay_should_count_as_retries_and_their_delay_not_as_q
     let value =
         |name: &str| sample(&metrics, &format!("{name}{q}")).unwrap_or_else(|| panic!("{name} missing:\n{metrics}"));
     assert_eq!(value("workqueue_retries_total"), 2.0, "the AddAfter and the requeue_after");
+    assert_eq!(value("workqueue_adds_total"), 2.0, "`now`, and `later` once its delay ended; not the 60 s requeue yet");
     assert_eq!(value("workqueue_queue_duration_seconds_count"), 2.0);
     assert!(value("workqueue_queue_duration_seconds_sum") < 0.25, "{metrics}");
 }

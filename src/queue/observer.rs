@@ -24,8 +24,10 @@ pub enum LeaseEndKind {
 /// Called by the queue under its lock: implementations must be quick and
 /// must not call back into the queue. Every method has a no-op default.
 pub trait QueueObserver: Send + Sync + 'static {
-    /// A key entered the queue (ready or waiting), or was marked dirty while held.
-    /// Merges into an already queued key are not counted, as in client-go.
+    /// A key entered the queue: ready now, or at the end of its delay (an
+    /// AddAfter, a backoff), not when the delayed add was made. As in
+    /// client-go, merges into an already queued key are not counted, and a
+    /// key added while held counts once, when it goes back to the queue.
     fn added(&self) {}
     /// A key was leased after waiting `waited` since it entered the queue.
     fn granted(&self, _waited: Duration) {}

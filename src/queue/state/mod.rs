@@ -462,7 +462,6 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         let entry = &mut self.entries[slot];
         match &mut entry.phase {
             Phase::Idle => {
-                self.observer.added();
                 entry.priority = priority;
                 entry.reasons = reasons;
                 // Queue time starts when the key is ready: a delay is not
@@ -470,6 +469,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
                 // at a delay's end too). A waiting key gets it from its lane.
                 entry.enqueued_at = (ready_at <= now).then_some(now);
                 if ready_at <= now {
+                    self.observer.added();
                     self.make_ready(slot, now);
                 } else {
                     self.make_waiting(slot, ready_at);
@@ -503,6 +503,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
                 if ready_at < until {
                     self.waiting.remove(&(until, seq));
                     if ready_at <= now {
+                        self.observer.added();
                         self.make_ready(slot, now);
                     } else {
                         self.make_waiting(slot, ready_at);
@@ -512,11 +513,11 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             }
             Phase::Held(lease) => {
                 let add = Pending { priority, reasons, ready_at, enqueued_at: ready_at.max(now) };
-                mark_dirty(&*self.observer, &mut self.held_leases[*lease].pending, add)
+                mark_dirty(&mut self.held_leases[*lease].pending, add)
             }
             Phase::Settling { pending, .. } => {
                 let add = Pending { priority, reasons, ready_at, enqueued_at: ready_at.max(now) };
-                mark_dirty(&*self.observer, pending, add)
+                mark_dirty(pending, add)
             }
         }
     }
@@ -660,6 +661,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
                 break;
             }
             self.waiting.remove(&(until, seq));
+            self.observer.added();
             self.make_ready(slot, now);
         }
         while let Some(lease) = self.leases.first() {
@@ -774,12 +776,9 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     }
 }
 
-/// Merges an add into what a held or settling key has pending; the key
-/// counts as added only the first time.
-fn mark_dirty(observer: &dyn QueueObserver, pending: &mut Option<Box<Pending>>, add: Pending) -> AddOutcome {
-    if pending.is_none() {
-        observer.added();
-    }
+/// Merges an add into what a held or settling key has pending. It counts as
+/// an add when the key goes back to the queue with it, once.
+fn mark_dirty(pending: &mut Option<Box<Pending>>, add: Pending) -> AddOutcome {
     Pending::merge_into(pending, add);
     AddOutcome::MarkedDirty
 }
