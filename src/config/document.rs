@@ -10,6 +10,7 @@ use super::duration::HumanDuration;
 use super::informer::InformerEntries;
 use super::queue_name;
 use super::rate_limiter::RateLimiterDoc;
+use super::shard_by::ShardByDoc;
 use crate::informer::{QueueBinding, ShardBy};
 use crate::queue::QueueSettings;
 
@@ -116,23 +117,6 @@ struct QueueDoc {
     priorities: Option<PrioritiesDoc>,
     finalizer: Option<String>,
     shard_by: Option<ShardByDoc>,
-}
-
-/// `shard_by:` as written, on a queue or an informer.
-#[derive(Deserialize, Clone, Copy)]
-#[serde(rename_all = "snake_case", expecting = "`uid` or `namespace`")]
-pub(super) enum ShardByDoc {
-    Uid,
-    Namespace,
-}
-
-impl From<ShardByDoc> for ShardBy {
-    fn from(doc: ShardByDoc) -> ShardBy {
-        match doc {
-            ShardByDoc::Uid => ShardBy::Uid,
-            ShardByDoc::Namespace => ShardBy::Namespace,
-        }
-    }
 }
 
 impl QueueDoc {

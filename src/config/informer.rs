@@ -5,9 +5,9 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 
-use super::document::ShardByDoc;
 use super::duration::HumanDuration;
 use super::queue_name;
+use super::shard_by::ShardByDoc;
 use crate::informer::{FieldSelector, IndexBy, IndexSpec, InformerSpec, LabelSelector, ShardBy};
 
 /// `informers:`, kept in file order.

@@ -30,6 +30,7 @@ mod error;
 mod informer;
 mod queue_name;
 mod rate_limiter;
+mod shard_by;
 mod summary;
 
 use std::path::Path;

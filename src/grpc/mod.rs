@@ -3,6 +3,7 @@
 //! Handlers are thin: validate the request, call the queue, convert the
 //! answer. `status.rs` is the one place where errors become status codes.
 
+mod bounded_text;
 mod cache_service;
 mod codec;
 mod convert;

@@ -3,7 +3,7 @@
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
-use super::validate;
+use super::bounded_text;
 use crate::freshness::{FenceError, LeaseEndedDuringWrite};
 use crate::informer::CacheReadError;
 use crate::objects::{Refusal, WriteError};
@@ -69,7 +69,7 @@ pub const MAX_STATUS_MESSAGE_BYTES: usize = 2048;
 impl From<ApiError> for Status {
     fn from(err: ApiError) -> Status {
         let code = code_of(&err);
-        let message = validate::cut(err.to_string(), MAX_STATUS_MESSAGE_BYTES);
+        let message = bounded_text::cut(err.to_string(), MAX_STATUS_MESSAGE_BYTES);
         match &err {
             ApiError::Write(WriteError::Refused(refusal)) => {
                 Status::with_error_details(code, message, refusal_details(refusal))

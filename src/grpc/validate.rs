@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::bounded_text;
 use super::status::ApiError;
 use crate::queue::{LeaseToken, MAX_DURATION};
 
@@ -118,23 +119,7 @@ pub fn reason<'a>(field: &str, reason: &'a str) -> Result<&'a str, ApiError> {
 /// A Retry's error text as the key keeps it: cut to [`MAX_ERROR_BYTES`] at a
 /// character boundary, the cut said at its end.
 pub fn error_text(error: String) -> String {
-    cut(error, MAX_ERROR_BYTES)
-}
-
-/// `text`, at most `limit` bytes: cut at a character boundary, saying so at its end.
-pub fn cut(mut text: String, limit: usize) -> String {
-    if text.len() <= limit {
-        return text;
-    }
-    let total = text.len();
-    let note = format!("… (cut: {total} bytes in all)");
-    let mut end = limit - note.len();
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text.truncate(end);
-    text.push_str(&note);
-    text
+    bounded_text::cut(error, MAX_ERROR_BYTES)
 }
 
 /// The lease token a request presents: never 0.
