@@ -564,14 +564,13 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// leases to end, then hands the rest back to the queue.
     pub async fn shut_down_with_drain(&self, grace: Duration) -> DrainReport {
         let deadline = time::after(Instant::now(), grace);
-        let held_at_start = {
+        let (held_at_start, handed_back_before) = {
             let mut state = self.shared.state.lock();
             state.shut_down(false);
-            state.held()
+            (state.held(), state.handed_back())
         };
         self.shared.ready.notify_waiters();
         self.shared.closing.send_replace(true);
-        let mut returned = 0;
         loop {
             let ended = self.shared.leases_ended.notified();
             tokio::pin!(ended);
@@ -582,14 +581,16 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             tokio::select! {
                 _ = ended => {}
                 _ = sleep_until(deadline) => {
-                    returned = self.with_state(|state, now| state.return_all_held(now));
+                    self.with_state(|state, now| state.return_all_held(now));
                     break;
                 }
             }
         }
-        // No lease is granted during a drain, so the leases held at the
-        // deadline are among those held at its start.
-        let returned = returned.min(held_at_start);
+        // No lease is granted during a drain, so every lease handed back
+        // since its start, by it or by a drain beside it, was held at its
+        // start; the others ended by themselves.
+        let handed_back = self.with_state(|state, _| state.handed_back()).saturating_sub(handed_back_before);
+        let returned = handed_back.min(held_at_start);
         DrainReport { finished: held_at_start.saturating_sub(returned), returned }
     }
 

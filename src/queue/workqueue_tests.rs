@@ -1067,3 +1067,21 @@ async fn a_drain_should_remember_the_latest_deadline_of_the_leases_it_handed_bac
     assert_eq!(report.returned, 1, "slow was still held at the end of the grace period");
     assert_eq!(q.handed_back_until(), Some(slow.deadline), "its worker may work on until then");
 }
+
+#[tokio::test(start_paused = true)]
+async fn drains_side_by_side_should_each_report_what_became_of_the_leases_held_at_their_start() {
+    let q = Arc::new(queue());
+    add(&q, "a", 0);
+    add(&q, "b", 0);
+    let a = take(&q).unwrap();
+    let _b = take(&q).unwrap();
+    let (short, long) = (q.clone(), q.clone());
+    let short = tokio::spawn(async move { short.shut_down_with_drain(ms(100)).await });
+    let long = tokio::spawn(async move { long.shut_down_with_drain(Duration::from_secs(10)).await });
+    settle().await;
+    q.done("a", a.token).unwrap();
+    // The short drain hands `b` back; the long one then sees nothing held.
+    let (short, long) = (short.await.unwrap(), long.await.unwrap());
+    assert_eq!((short.finished, short.returned), (1, 1), "the short drain");
+    assert_eq!((long.finished, long.returned), (1, 1), "the long drain: `b` was handed back, not finished");
+}

@@ -324,6 +324,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             // answered: at most until the term ends, when there is one.
             let until = if held.writing > 0 { self.grant_until.unwrap_or(held.deadline) } else { held.deadline };
             self.handed_back_until = self.handed_back_until.max(Some(until));
+            self.handed_back = self.handed_back.saturating_add(1);
         }
         if matches!(how, LeaseEndKind::Expired | LeaseEndKind::Returned) {
             // Its holder did not end it and may still be working: tell it.

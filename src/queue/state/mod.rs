@@ -239,6 +239,9 @@ pub(crate) struct QueueState<K> {
     /// (`LeaseEnd::Returned`): their workers, told or not, may work on until
     /// then, so no other replica may grant those keys before it.
     handed_back_until: Option<Instant>,
+    /// Leases handed back at the end of a drain, ever: each drain reads what
+    /// it saw from it, whichever drain handed them back.
+    handed_back: usize,
 }
 
 impl<K: Clone + Eq + Hash> QueueState<K> {
@@ -277,6 +280,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             asked_back: 0,
             asked_back_ended: false,
             handed_back_until: None,
+            handed_back: 0,
         }
     }
 
@@ -721,6 +725,11 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     /// The latest deadline of the leases this queue handed back itself.
     pub(crate) fn handed_back_until(&self) -> Option<Instant> {
         self.handed_back_until
+    }
+
+    /// How many leases drains have handed back so far.
+    pub(crate) fn handed_back(&self) -> usize {
+        self.handed_back
     }
 
     /// How many keys became ready since the last call, to wake that many waiters.
