@@ -142,6 +142,20 @@ async fn start_with(
     (ns, Clients::new(channel), (sidecar, stop))
 }
 
+/// As `start`, the sidecar reaching the API server through a proxy the test can stall.
+async fn start_behind_proxy(
+    prefix: &str,
+    queue_fields: &str,
+) -> (Proxy, TestNamespace, Clients, (Sidecar, tokio::sync::watch::Sender<bool>)) {
+    let proxy = Proxy::start(apiserver_port()).await;
+    let dir = std::env::temp_dir().join(control_plane::unique_name(prefix));
+    std::fs::create_dir_all(&dir).unwrap();
+    let client = control_plane::client_from(&kubeconfig_via(proxy.port, &dir)).await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let (ns, clients, running) = start_with(client, prefix, queue_fields).await;
+    (proxy, ns, clients, running)
+}
+
 async fn create_counter(clients: &mut Clients, namespace: &str, name: &str) {
     let object = json!({"metadata": {"name": name}, "data": {"counter": "0"}});
     let request = pb::CreateObjectRequest {
@@ -273,12 +287,7 @@ async fn k8s_a_write_under_a_lost_lease_should_be_refused_and_not_made() {
 #[tokio::test]
 #[ignore = "needs a control plane: hack/test runs it with --ignored"]
 async fn k8s_a_lease_should_not_end_while_a_write_under_it_waits_for_the_api_server() {
-    let proxy = Proxy::start(apiserver_port()).await;
-    let dir = std::env::temp_dir().join(control_plane::unique_name("slow-write"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let client = control_plane::client_from(&kubeconfig_via(proxy.port, &dir)).await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    let (ns, mut clients, _running) = start_with(client, "slow-write", ", settle_timeout: 200ms").await;
+    let (proxy, ns, mut clients, _running) = start_behind_proxy("slow-write", ", settle_timeout: 200ms").await;
     create_counter(&mut clients, ns.name(), "slow").await;
     let lease = clients.lease_for(Duration::from_millis(500)).await;
     let key = lease.key.clone();
@@ -328,12 +337,7 @@ async fn k8s_a_lease_should_not_end_while_a_write_under_it_waits_for_the_api_ser
 #[tokio::test]
 #[ignore = "needs a control plane: hack/test runs it with --ignored"]
 async fn k8s_a_write_answered_after_its_lease_ended_should_be_aborted_and_hold_the_key_until_then() {
-    let proxy = Proxy::start(apiserver_port()).await;
-    let dir = std::env::temp_dir().join(control_plane::unique_name("ended-write"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let client = control_plane::client_from(&kubeconfig_via(proxy.port, &dir)).await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    let (ns, mut clients, _running) = start_with(client, "ended-write", ", settle_timeout: 200ms").await;
+    let (proxy, ns, mut clients, _running) = start_behind_proxy("ended-write", ", settle_timeout: 200ms").await;
     create_counter(&mut clients, ns.name(), "ended").await;
     let lease = clients.lease().await;
     let key = lease.key.clone();
