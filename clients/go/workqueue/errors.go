@@ -43,11 +43,21 @@ var (
 	// HTTP 409): a stale resourceVersion, a failed UID or resourceVersion
 	// precondition, fields another manager owns, an object that already
 	// exists ([ErrAlreadyExists] matches too). Read again and retry.
+	// [ErrLeaseEndedDuringWrite] matches it too, but is no conflict to retry.
 	ErrConflict = errors.New("conflict")
 
 	// ErrAlreadyExists: a create found an object of that name (ABORTED,
 	// reason AlreadyExists); it also matches [ErrConflict].
 	ErrAlreadyExists = errors.New("already exists")
+
+	// ErrLeaseEndedDuringWrite: a write under a lease was made, but the
+	// lease ended before the API server answered it (the sidecar's term as
+	// leader or shard owner ended, a shutdown handed the lease back, or the
+	// worker's own Done or Finish ended it), so another worker may hold the
+	// key by now (ABORTED, sidecar reason LEASE_ENDED_DURING_WRITE). It also
+	// matches [ErrConflict], but do not read again and retry: treat it like a
+	// lost lease, and do not Done or Finish the lease expecting success.
+	ErrLeaseEndedDuringWrite = errors.New("lease ended during the write")
 
 	// ErrForbidden: the sidecar's credentials may not make this write
 	// (PERMISSION_DENIED, HTTP 403): grant its service account the verb.
@@ -125,7 +135,8 @@ func (e *APIError) Error() string {
 const kubernetesErrorDomain = "k8s.io"
 
 // sidecarErrorDomain is the ErrorInfo domain of the sidecar's own
-// refusals that share a code with others (STALE_LEASE, NO_KUBERNETES).
+// refusals that share a code with others (STALE_LEASE, NO_KUBERNETES,
+// LEASE_ENDED_DURING_WRITE).
 const sidecarErrorDomain = "workqueue-sidecar"
 
 // sidecarReason is the reason of the status's ErrorInfo from the sidecar
@@ -242,6 +253,12 @@ func sentinelsFor(svc service, st *status.Status, api *APIError) []error {
 			}
 			return []error{ErrStaleLease}
 		case codes.Aborted:
+			// The API server's conflicts (409) and a write whose lease
+			// ended before its answer share the code; the sidecar's
+			// ErrorInfo reason tells the latter.
+			if sidecarReason(st) == "LEASE_ENDED_DURING_WRITE" {
+				return []error{ErrLeaseEndedDuringWrite, ErrConflict}
+			}
 			if api != nil && api.Reason == "AlreadyExists" {
 				return []error{ErrAlreadyExists, ErrConflict}
 			}

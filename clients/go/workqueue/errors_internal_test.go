@@ -41,7 +41,8 @@ func TestObjectServiceErrorsMatchTheirSentinels(t *testing.T) {
 		is   []error
 		not  []error
 	}{
-		{"conflict", refusal(t, codes.Aborted, "Conflict", "409"), []error{ErrConflict}, []error{ErrAlreadyExists}},
+		{"conflict", refusal(t, codes.Aborted, "Conflict", "409"), []error{ErrConflict}, []error{ErrAlreadyExists, ErrLeaseEndedDuringWrite}},
+		{"bare aborted", status.Error(codes.Aborted, "the object has been modified"), []error{ErrConflict}, []error{ErrAlreadyExists, ErrLeaseEndedDuringWrite}},
 		{"already exists", refusal(t, codes.Aborted, "AlreadyExists", "409"), []error{ErrConflict, ErrAlreadyExists}, nil},
 		{"not found", refusal(t, codes.NotFound, "NotFound", "404"), []error{ErrNotFound}, []error{ErrUnknownKind, ErrUnknownQueue}},
 		{"unknown kind", status.Error(codes.NotFound, "no kind Foo in example.com/v1: is its CRD installed?"), []error{ErrUnknownKind}, []error{ErrNotFound}},
@@ -50,6 +51,11 @@ func TestObjectServiceErrorsMatchTheirSentinels(t *testing.T) {
 		{"stale lease", sidecarRefusal(t, codes.FailedPrecondition, "STALE_LEASE", "stale lease token 7"), []error{ErrStaleLease}, []error{ErrNoKubernetes}},
 		// Told apart by the reason, not the words.
 		{"no kubernetes", sidecarRefusal(t, codes.FailedPrecondition, "NO_KUBERNETES", "no writes here"), []error{ErrNoKubernetes}, []error{ErrStaleLease}},
+		// The write was made, but its lease ended before the API server's
+		// answer: a conflict too, told apart by the sidecar's reason.
+		{"lease ended during write", sidecarRefusal(t, codes.Aborted, "LEASE_ENDED_DURING_WRITE",
+			`the write was made, but the lease on "default/a" of queue "q" ended before the API server answered it`),
+			[]error{ErrLeaseEndedDuringWrite, ErrConflict}, []error{ErrAlreadyExists, ErrStaleLease}},
 		{"unavailable", refusal(t, codes.Unavailable, "ServiceUnavailable", "503"), []error{ErrUnavailable}, nil},
 	}
 	for _, c := range cases {

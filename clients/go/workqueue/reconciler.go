@@ -94,10 +94,12 @@ type requestLease struct {
 
 // Objects writes objects under this request's lease: each write names the
 // lease, so the sidecar makes it only while the lease is current
-// ([ErrStaleLease] once it has ended: another worker may hold the key) and
-// the key is not handed out again until the sidecar's caches have seen the
-// write, so the next reconcile reads it back. This is the way to write from
-// a reconcile.
+// ([ErrStaleLease] once it has ended: another worker may hold the key;
+// [ErrLeaseEndedDuringWrite] when it ended while the write was out: the
+// write was made, but the key may be another worker's now) and the key is
+// not handed out again until the sidecar's caches have seen the write, so
+// the next reconcile reads it back. This is the way to write from a
+// reconcile.
 func (r Request) Objects() *Objects {
 	if r.lease == nil {
 		return &Objects{}
