@@ -374,7 +374,8 @@ func (s *session) onExtended(e *workqueuev1.WorkResponse_Extended) {
 	case codes.OK:
 		h.setDeadline(time.Now(), e.GetDeadline(), e.GetTtl().AsDuration())
 		if e.GetCancel() {
-			s.w.log.Info("sidecar asks to stop working on the key", "key", h.key)
+			// Debug, as a Cancel's: see onCancel.
+			s.w.log.Debug("sidecar asks to stop working on the key", "key", h.key)
 			h.cancel(ErrCancelled)
 		}
 	case codes.FailedPrecondition:
@@ -413,7 +414,11 @@ func (s *session) onCancel(c *workqueuev1.WorkResponse_Cancel) {
 	if h.lost.Load() {
 		return // its reconcile was cancelled already, as lost
 	}
-	s.w.log.Info("sidecar asks to stop working on the key", "key", h.key, "why", c.GetMessage())
+	// The lease stays valid and nothing went wrong, so debug: the sidecar
+	// asks back every lease at once when it stops, or those of every shard
+	// slot that moved to another replica (up to 4,096), one Cancel each.
+	// The reconcile learns it from context.Cause (ErrCancelled).
+	s.w.log.Debug("sidecar asks to stop working on the key", "key", h.key, "why", c.GetMessage())
 	h.cancel(ErrCancelled)
 }
 
