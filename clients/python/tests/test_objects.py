@@ -8,6 +8,7 @@ from typing import Any
 
 import grpc
 import pytest
+from google.rpc import error_details_pb2, status_pb2
 
 from conftest import Sidecar
 from workqueue_sidecar import (
@@ -17,6 +18,7 @@ from workqueue_sidecar import (
     ConflictError,
     ForbiddenError,
     InvalidArgumentError,
+    LeaseEndedDuringWriteError,
     NoKubernetesError,
     NotFoundError,
     ObjectRef,
@@ -28,7 +30,7 @@ from workqueue_sidecar import (
     controller_ref,
 )
 from workqueue_sidecar.cached_object import CachedObject
-from workqueue_sidecar.errors import error_for
+from workqueue_sidecar.errors import error_for, from_rpc_error
 
 CONFIG_MAP: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "default"}}
 REF = ObjectRef("v1", "ConfigMap", "default", "a")
@@ -120,6 +122,41 @@ def test_refused_writes_should_map_to_exceptions() -> None:
         422,
         (Cause("metadata.name", "must be lowercase"),),
     )
+
+
+def _refusal(code: grpc.StatusCode, message: str, *infos: error_details_pb2.ErrorInfo) -> grpc.aio.AioRpcError:
+    """A failed call as the sidecar answers it: the status with its ErrorInfo
+    details in the ``grpc-status-details-bin`` trailer."""
+    status = status_pb2.Status(code=code.value[0], message=message)
+    for info in infos:
+        status.details.add().Pack(info)
+    trailer = grpc.aio.Metadata(("grpc-status-details-bin", status.SerializeToString()))
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), trailer, details=message)
+
+
+def test_a_write_whose_lease_ended_before_its_answer_should_raise_lease_ended_during_write() -> None:
+    message = 'the write was made, but the lease on "default/a" of queue "q" ended before the API server answered it'
+    ended = from_rpc_error(
+        _refusal(
+            grpc.StatusCode.ABORTED,
+            message,
+            error_details_pb2.ErrorInfo(domain="workqueue-sidecar", reason="LEASE_ENDED_DURING_WRITE"),
+        ),
+        "object",
+    )
+    assert type(ended) is LeaseEndedDuringWriteError and isinstance(ended, ConflictError)
+    assert (ended.code, ended.message) == (grpc.StatusCode.ABORTED, message)
+    # An API server's 409 (with its ErrorInfo, or none) is a plain conflict.
+    conflict = from_rpc_error(
+        _refusal(
+            grpc.StatusCode.ABORTED,
+            "the object has been modified",
+            error_details_pb2.ErrorInfo(domain="k8s.io", reason="Conflict", metadata={"http_status": "409"}),
+        ),
+        "object",
+    )
+    assert type(conflict) is ConflictError
+    assert type(from_rpc_error(_refusal(grpc.StatusCode.ABORTED, "conflict"), "object")) is ConflictError
 
 
 def test_controller_ref_should_name_the_owner() -> None:

@@ -13,7 +13,7 @@ Service = Literal["queue", "cache", "object"]
 #: The ErrorInfo domain of the API server's refusals, as the sidecar sends them.
 KUBERNETES_ERROR_DOMAIN = "k8s.io"
 #: The ErrorInfo domain of the sidecar's own refusals that share a code with
-#: others (reasons ``STALE_LEASE`` and ``NO_KUBERNETES``).
+#: others (reasons ``STALE_LEASE``, ``NO_KUBERNETES`` and ``LEASE_ENDED_DURING_WRITE``).
 SIDECAR_ERROR_DOMAIN = "workqueue-sidecar"
 
 
@@ -66,6 +66,15 @@ class ConflictError(WorkqueueError):
 
 class AlreadyExistsError(ConflictError):
     """A create found an object of that name (ABORTED, reason AlreadyExists)."""
+
+
+class LeaseEndedDuringWriteError(ConflictError):
+    """A write under a lease was made, but the lease ended before the API server
+    answered it (ABORTED, the sidecar's reason LEASE_ENDED_DURING_WRITE): the
+    sidecar's term as leader or shard owner ended, a shutdown handed the lease
+    back, or the worker's own done/finish ended it. Another worker may hold the
+    key by now: treat it like a lost lease, not a conflict to read again and
+    retry, and do not done/finish the lease expecting success."""
 
 
 class NotFoundError(WorkqueueError):
@@ -150,6 +159,10 @@ def error_for(
         cls = NoKubernetesError if reason == "NO_KUBERNETES" else StaleLeaseError
     elif service == "object" and code == grpc.StatusCode.ABORTED and reason == "AlreadyExists":
         cls = AlreadyExistsError
+    elif service == "object" and code == grpc.StatusCode.ABORTED and reason == "LEASE_ENDED_DURING_WRITE":
+        # The API server's conflicts share the code; the sidecar's reason tells
+        # a write whose lease ended before its answer.
+        cls = LeaseEndedDuringWriteError
     elif code == grpc.StatusCode.NOT_FOUND:
         cls = UnknownQueueError if service == "queue" else UnknownInformerError
     elif code == grpc.StatusCode.UNAVAILABLE:

@@ -113,7 +113,9 @@ class Objects:
     precondition, fields another manager owns; ``AlreadyExistsError`` is one),
     ``NotFoundError`` (404), ``ForbiddenError`` (403), ``InvalidArgumentError``
     (400, 422, with the API server's ``causes``), ``UnknownKindError``,
-    ``StaleLeaseError`` and ``NoKubernetesError``.
+    ``StaleLeaseError``, ``NoKubernetesError``, and
+    ``LeaseEndedDuringWriteError`` (a ``ConflictError`` too: the write was
+    made, but its lease ended before the API server answered it).
     """
 
     def __init__(self, channel: grpc.aio.Channel, lease: LeaseRef | None = None) -> None:
