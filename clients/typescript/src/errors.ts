@@ -19,8 +19,8 @@ export class WorkqueueError extends Error {
   /**
    * The reason of the status's google.rpc.ErrorInfo detail, when it has one:
    * the API server's (`Conflict`, `AlreadyExists`, `Invalid`, ..., domain
-   * "k8s.io") or the sidecar's (`STALE_LEASE`, `NO_KUBERNETES`, domain
-   * "workqueue-sidecar"); empty otherwise.
+   * "k8s.io") or the sidecar's (`STALE_LEASE`, `NO_KUBERNETES`,
+   * `LEASE_ENDED_DURING_WRITE`, domain "workqueue-sidecar"); empty otherwise.
    */
   readonly reason: string;
   /** The ErrorInfo's domain; empty without one. */
@@ -67,6 +67,18 @@ export class UnavailableError extends WorkqueueError {
 /** ABORTED: the sidecar gave up on the call (a conflict on a write, say). */
 export class AbortedError extends WorkqueueError {
   override name = "AbortedError";
+}
+
+/**
+ * ABORTED with reason LEASE_ENDED_DURING_WRITE: a write under a lease was
+ * made, but the lease ended before the API server answered it (the sidecar's
+ * term as leader or shard owner ended, a shutdown handed the lease back, or
+ * the worker's own Done/Finish ended it), so another worker may hold the key
+ * by now. Treat it like a lost lease, not a conflict to read again and retry,
+ * and do not Done/Finish the lease expecting success.
+ */
+export class LeaseEndedDuringWriteError extends AbortedError {
+  override name = "LeaseEndedDuringWriteError";
 }
 
 /** PERMISSION_DENIED or UNAUTHENTICATED: the sidecar (or the API server behind it) refused. */
@@ -123,7 +135,12 @@ export function errorForCode(
   info: { reason: string; domain: string } = { reason: "", domain: "" },
 ): WorkqueueError {
   const noKubernetes = code === Status.FAILED_PRECONDITION && info.reason === "NO_KUBERNETES";
-  const Class = noKubernetes ? NoKubernetesError : (byCode[code as Status] ?? WorkqueueError);
+  const leaseEnded = code === Status.ABORTED && info.reason === "LEASE_ENDED_DURING_WRITE";
+  const Class = noKubernetes
+    ? NoKubernetesError
+    : leaseEnded
+      ? LeaseEndedDuringWriteError
+      : (byCode[code as Status] ?? WorkqueueError);
   return new Class(op, code as Status, details, { ...(cause === undefined ? {} : { cause }), ...info });
 }
 

@@ -18,6 +18,7 @@ export {
   CancelledError,
   DeadlineExceededError,
   InvalidArgumentError,
+  LeaseEndedDuringWriteError,
   LeaseLostError,
   LimitExceededError,
   NoKubernetesError,

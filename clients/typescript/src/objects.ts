@@ -61,7 +61,9 @@ export interface WriteOptions extends CallOptions {
   /**
    * The lease this write is made under: the sidecar makes it only while that
    * lease is current (StaleLeaseError otherwise), and the key is not leased
-   * again until the sidecar's caches have seen the write.
+   * again until the sidecar's caches have seen the write. A lease that ends
+   * while the write is out makes it a LeaseEndedDuringWriteError: the write
+   * was made, but the key may be another worker's now.
    */
   lease?: LeaseRef;
 }

@@ -2,11 +2,16 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { errorForCode } from "../src/errors.js";
+import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { Metadata, type ServiceError } from "@grpc/grpc-js";
+
+import { errorForCode, fromGrpc } from "../src/errors.js";
 import { jitter } from "../src/lease.js";
 import {
+  AbortedError,
   extendInterval,
   InvalidArgumentError,
+  LeaseEndedDuringWriteError,
   leaseDeadline,
   leaseExpired,
   NotFoundError,
@@ -84,6 +89,52 @@ test("each status code maps to its error class, keeping the code", () => {
   const other = errorForCode("op", Status.INTERNAL, "boom");
   assert.equal(other.constructor, WorkqueueError);
   assert.equal(other.code, Status.INTERNAL);
+});
+
+/**
+ * A failed call as grpc-js rejects it when the sidecar answers `code`, with
+ * an ErrorInfo of `domain` and `reason` (when given) in the status details
+ * (the grpc-status-details-bin trailer, a google.rpc.Status).
+ */
+function refusal(code: Status, message: string, info?: { domain: string; reason: string }): ServiceError {
+  const metadata = new Metadata();
+  if (info !== undefined) {
+    const errorInfo = new BinaryWriter()
+      .tag(1, WireType.LengthDelimited).string(info.reason)
+      .tag(2, WireType.LengthDelimited).string(info.domain)
+      .finish();
+    const any = new BinaryWriter()
+      .tag(1, WireType.LengthDelimited).string("type.googleapis.com/google.rpc.ErrorInfo")
+      .tag(2, WireType.LengthDelimited).bytes(errorInfo)
+      .finish();
+    const status = new BinaryWriter()
+      .tag(1, WireType.Varint).int32(code)
+      .tag(2, WireType.LengthDelimited).string(message)
+      .tag(3, WireType.LengthDelimited).bytes(any)
+      .finish();
+    metadata.set("grpc-status-details-bin", Buffer.from(status));
+  }
+  return Object.assign(new Error(`${code} ${Status[code]}: ${message}`), { code, details: message, metadata });
+}
+
+test("a write whose lease ended before the API server answered is a LeaseEndedDuringWriteError, an AbortedError too", () => {
+  const message = 'the write was made, but the lease on "default/a" of queue "q" ended before the API server answered it';
+  const ended = fromGrpc(
+    "patch ConfigMap default/a",
+    refusal(Status.ABORTED, message, { domain: "workqueue-sidecar", reason: "LEASE_ENDED_DURING_WRITE" }),
+  );
+  assert.ok(ended instanceof LeaseEndedDuringWriteError, `${ended.name}`);
+  assert.ok(ended instanceof AbortedError);
+  assert.equal(ended.name, "LeaseEndedDuringWriteError");
+  assert.deepEqual([ended.code, ended.details, ended.reason, ended.domain], [Status.ABORTED, message, "LEASE_ENDED_DURING_WRITE", "workqueue-sidecar"]);
+  // The API server's 409, with its own ErrorInfo or none, is a plain conflict.
+  for (const conflict of [
+    refusal(Status.ABORTED, "the object has been modified", { domain: "k8s.io", reason: "Conflict" }),
+    refusal(Status.ABORTED, "the object has been modified"),
+  ]) {
+    const err = fromGrpc("patch ConfigMap default/a", conflict);
+    assert.equal(err.constructor, AbortedError, `${err.name}`);
+  }
 });
 
 test("keys split like client-go's SplitMetaNamespaceKey", () => {
