@@ -12,8 +12,8 @@ import java.util.Objects;
  * WorkqueueException#causes()}.
  *
  * @param reason the ErrorInfo's reason: the API server's ({@code Conflict}, {@code AlreadyExists},
- *     {@code Invalid}, ...) or the sidecar's ({@code STALE_LEASE}, {@code NO_KUBERNETES}); empty
- *     without one
+ *     {@code Invalid}, ...) or the sidecar's ({@code STALE_LEASE}, {@code NO_KUBERNETES},
+ *     {@code LEASE_ENDED_DURING_WRITE}); empty without one
  * @param domain the ErrorInfo's domain: {@code k8s.io} or {@code workqueue-sidecar}; empty without
  *     one
  * @param metadata the ErrorInfo's metadata, e.g. {@code http_status} for the API server's
@@ -35,6 +35,12 @@ public record ErrorDetails(String reason, String domain, Map<String, String> met
 
   /** The sidecar's reason for a write asked of a standalone sidecar (no Kubernetes). */
   public static final String NO_KUBERNETES = "NO_KUBERNETES";
+
+  /**
+   * The sidecar's reason (ABORTED) for a write under a lease that was made, but whose lease ended
+   * before the API server answered it: another worker may hold the key by now.
+   */
+  public static final String LEASE_ENDED_DURING_WRITE = "LEASE_ENDED_DURING_WRITE";
 
   /**
    * One cause of a refusal: a field the API server found invalid, and why.

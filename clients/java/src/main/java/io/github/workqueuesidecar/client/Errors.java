@@ -77,7 +77,11 @@ final class Errors {
           ? new NoKubernetesException(message, details, cause)
           : new StaleLeaseException(message, details, cause);
       case UNAVAILABLE -> new UnavailableException(message, details, cause);
-      case ABORTED -> new ConflictException(message, details, cause);
+      // The API server's conflicts (409) share the code; the sidecar's reason tells a write whose
+      // lease ended before its answer.
+      case ABORTED -> ErrorDetails.LEASE_ENDED_DURING_WRITE.equals(details.reason())
+          ? new LeaseEndedDuringWriteException(message, details, cause)
+          : new ConflictException(message, details, cause);
       case RESOURCE_EXHAUSTED -> new ResourceExhaustedException(message, details, cause);
       case DEADLINE_EXCEEDED -> new DeadlineExceededException(message, details, cause);
       default -> new WorkqueueException(code, message, details, cause);

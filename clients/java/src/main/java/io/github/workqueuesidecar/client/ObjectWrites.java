@@ -23,9 +23,10 @@ import workqueue.v1.ObjectServiceGrpc;
  * <p>Writes under a lease: {@code client.objects().underLease(req.lease())} makes every write of the
  * returned {@code ObjectWrites} name the reconcile's lease. The sidecar makes such a write only while
  * the lease is current ({@link StaleLeaseException}, reason {@code STALE_LEASE}, and nothing
- * written, once it ended), and does not lease the key again until the caches have seen the write
- * (the key is {@code SETTLING} meanwhile): the next reconcile never reads a cache older than its own
- * last write.
+ * written, once it ended; {@link LeaseEndedDuringWriteException} when it ended while the write was
+ * out: the write was made, but the key may be another worker's now), and does not lease the key
+ * again until the caches have seen the write (the key is {@code SETTLING} meanwhile): the next
+ * reconcile never reads a cache older than its own last write.
  *
  * <p>Errors carry the API server's reason and domain ({@link WorkqueueException#reason()}, {@link
  * WorkqueueException#domain()} {@code k8s.io}): a stale resourceVersion or an existing name is

@@ -11,8 +11,9 @@ import java.util.Optional;
  * and, when the status had a {@code google.rpc.ErrorInfo}, its reason and domain ({@link
  * #reason()}, {@link #domain()}): catch a subclass for the failures a caller handles ({@link
  * NotFoundException}, {@link InvalidArgumentException}, {@link StaleLeaseException}, {@link
- * NoKubernetesException}, {@link UnavailableException}, {@link ConflictException}, {@link
- * ResourceExhaustedException}, {@link DeadlineExceededException}) and this class for the rest.
+ * NoKubernetesException}, {@link UnavailableException}, {@link ConflictException} (and its {@link
+ * LeaseEndedDuringWriteException}), {@link ResourceExhaustedException}, {@link
+ * DeadlineExceededException}) and this class for the rest.
  */
 public class WorkqueueException extends RuntimeException {
   private static final long serialVersionUID = 1L;
@@ -42,8 +43,8 @@ public class WorkqueueException extends RuntimeException {
   /**
    * The reason of the status's {@code google.rpc.ErrorInfo}: the Kubernetes API server's ({@code
    * Conflict}, {@code AlreadyExists}, {@code Invalid}, ..., domain {@code k8s.io}) for a write it
-   * refused, or the sidecar's ({@code STALE_LEASE}, {@code NO_KUBERNETES}, domain {@code
-   * workqueue-sidecar}); empty when the status had none.
+   * refused, or the sidecar's ({@code STALE_LEASE}, {@code NO_KUBERNETES}, {@code
+   * LEASE_ENDED_DURING_WRITE}, domain {@code workqueue-sidecar}); empty when the status had none.
    */
   public Optional<String> reason() {
     return details().reason().isEmpty() ? Optional.empty() : Optional.of(details().reason());
