@@ -5,6 +5,7 @@ sidecar produces only by races."""
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
@@ -155,3 +156,49 @@ async def test_a_sidecar_answering_every_finish_should_keep_lost_finishes_until_
     stream._dispatch(applied)
     assert not stream.lost_finishes.tokens()
     assert not [r for r in caplog.records if r.levelname == "WARNING"], "an expected refusal or an OK was warned of"
+
+
+async def test_leases_asked_back_should_be_cancelled_and_logged_at_debug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A lease the sidecar asks back (a Cancel not revoked, an Extended with
+    # cancel) stays valid: its reconcile is cancelled and the ask is logged at
+    # debug, one line per key, never at info: a sidecar that stops, or whose
+    # shard slots move to another replica (up to 4,096 at once), asks back
+    # every such lease. A revoked lease is still a lost one, a warning.
+    caplog.set_level(logging.DEBUG, logger="workqueue_sidecar")
+    stream = _stream([])
+    moved = 64
+    asked = []
+    for token in range(1, moved + 1):
+        held = _hold(stream, f"ns/k{token}", token, ttl=30)
+        asked.append(held)
+        cancel = pb.WorkResponse()
+        cancel.cancel.key, cancel.cancel.token, cancel.cancel.message = held.request.key, token, "shard slot moved"
+        stream._dispatch(cancel)
+    extended = _hold(stream, f"ns/k{moved + 1}", moved + 1, ttl=30)
+    asked.append(extended)
+    answer = pb.WorkResponse()
+    answer.extended.key, answer.extended.token, answer.extended.cancel = extended.request.key, moved + 1, True
+    answer.extended.ttl.seconds = 30
+    stream._dispatch(answer)
+
+    records = [r for r in caplog.records if r.name.startswith("workqueue_sidecar")]
+    assert len(records) == len(asked), [r.getMessage() for r in records]
+    for held, record in zip(asked, records, strict=True):
+        assert held.cancel is not None and held.lost is None and held.request.cancelled()
+        assert record.levelno == logging.DEBUG, (record.levelname, record.getMessage())
+        assert repr(held.request.key) in record.getMessage(), record.getMessage()
+
+    caplog.clear()
+    revoked = _hold(stream, "ns/revoked", moved + 2, ttl=30)
+    cancel = pb.WorkResponse()
+    cancel.cancel.key, cancel.cancel.token, cancel.cancel.revoked = "ns/revoked", moved + 2, True
+    cancel.cancel.message = "leadership lost"
+    stream._dispatch(cancel)
+    assert revoked.lost == "leadership lost" and revoked.request.cancelled()
+    [record] = [r for r in caplog.records if r.name.startswith("workqueue_sidecar")]
+    assert record.levelno == logging.WARNING and "lost" in record.getMessage(), record.getMessage()
+    stream.closing = True
+    if stream.tick is not None:
+        stream.tick.cancel()

@@ -461,8 +461,12 @@ class _Stream:
             held.interrupt()
 
     def _cancel(self, held: _Held, why: str) -> None:
+        """A lease the sidecar asks back (a Cancel not revoked, an Extended with
+        cancel): it stays valid and nothing went wrong, so it is logged at debug,
+        one line per key: a sidecar that stops, or whose shard slots move to
+        another replica (up to 4,096 at once), asks back every lease it holds."""
         if held.cancel is None and held.lost is None:
-            logger.info("cancelling the reconcile of %r: %s", held.request.key, why)
+            logger.debug("cancelling the reconcile of %r: %s", held.request.key, why)
             held.cancel = why
             held.interrupt()
 
