@@ -278,7 +278,8 @@ export class Session {
       const ttl = fromDuration(e.ttl) ?? this.leaseTtl;
       h.setDeadline(Date.now(), e.deadline, ttl);
       if (e.cancel) {
-        this.worker.log.info("the sidecar asks to stop working on the key", { key: h.key });
+        // Debug, as a Cancel's: see onCancel.
+        this.worker.log.debug("the sidecar asks to stop working on the key", { key: h.key });
         h.askToStop("extend answered cancel");
       }
     } else if (e.code === Status.FAILED_PRECONDITION) {
@@ -297,10 +298,17 @@ export class Session {
 
   private onCancel(c: WorkResponse_Cancel): void {
     const h = this.leases.get(c.token);
-    if (h === undefined) return;
-    this.worker.log.info("the sidecar cancels a lease", { key: h.key, revoked: c.revoked, why: c.message });
-    if (c.revoked) h.lose("revoked");
-    else h.askToStop(c.message);
+    if (h === undefined || h.lost) return; // a loss is logged once, when it happens
+    if (c.revoked) {
+      this.worker.log.warn("lease lost: the sidecar revoked it; aborting its reconcile", { key: h.key, why: c.message });
+      h.lose("revoked");
+      return;
+    }
+    // The lease stays valid and nothing went wrong, so debug: the sidecar
+    // asks back every lease at once when it stops, or those of every shard
+    // slot that moved to another replica (up to 4,096), one Cancel each.
+    this.worker.log.debug("the sidecar asks to stop working on the key", { key: h.key, why: c.message });
+    h.askToStop(c.message);
   }
 
   /**

@@ -152,3 +152,53 @@ test("a lease for a key whose lost reconcile still runs waits in its slot, and i
   ]);
   call.cancel();
 });
+
+test("leases the sidecar asks back abort their reconcile and are logged at debug, one line each; a revoked one is a lost-lease warning", async () => {
+  // A sidecar that stops, or whose shard slots move to another replica (up
+  // to 4,096 at once), asks back every lease it holds: never at info.
+  const call = new FakeCall();
+  const log = new RecordingLogger();
+  const signals = new Map<bigint, AbortSignal>();
+  const { opened: released, open: release } = gate();
+  const reconcile = async (req: { token: bigint; signal: AbortSignal }): Promise<void> => {
+    signals.set(req.token, req.signal);
+    await released;
+  };
+  const moved = 16;
+  const worker = new Worker(undefined as never, "q", "test", reconcile, { concurrency: moved + 2 }, log);
+  const session = new Session(worker, call as unknown as ClientDuplexStream<WorkRequest, WorkResponse>);
+  const open = session.open(new AbortController().signal);
+  call.receive({ kind: { $case: "opened", value: { leaseTtl: toDuration(30_000), maxCredits: 100, credits: moved + 2, ackFailuresOnly: true } } });
+  await open;
+  const key = (token: bigint): string => `ns/k${token}`;
+  for (let token = 1n; token <= BigInt(moved + 2); token++) {
+    call.receive({ kind: { $case: "lease", value: Lease.fromPartial({ key: key(token), token, ttl: toDuration(30_000) }) } });
+  }
+  await eventually("every reconcile to start", () => signals.size === moved + 2);
+  const before = log.lines.length;
+  for (let token = 1n; token <= BigInt(moved); token++) {
+    call.receive({ kind: { $case: "cancel", value: { key: key(token), token, revoked: false, message: "shard slot moved" } } });
+  }
+  const extended = BigInt(moved + 1);
+  call.receive({
+    kind: { $case: "extended", value: { key: key(extended), token: extended, ttl: toDuration(30_000), deadline: undefined, cancel: true, code: 0, message: "" } },
+  });
+  const asked = log.lines.slice(before);
+  assert.equal(asked.length, moved + 1, JSON.stringify(asked));
+  asked.forEach((line, i) => {
+    const token = BigInt(i + 1);
+    assert.equal(line.level, "debug", JSON.stringify(line));
+    assert.equal(line.fields?.["key"], key(token));
+    assert.equal(signals.get(token)?.reason?.name, "StopRequestedError");
+  });
+
+  const revoked = BigInt(moved + 2);
+  call.receive({ kind: { $case: "cancel", value: { key: key(revoked), token: revoked, revoked: true, message: "leadership lost" } } });
+  const lost = log.lines.slice(before + moved + 1);
+  assert.equal(lost.length, 1, JSON.stringify(lost));
+  assert.equal(lost[0]?.level, "warn");
+  assert.ok(lost[0]?.message.includes("lease lost") && lost[0]?.fields?.["key"] === key(revoked), JSON.stringify(lost));
+  assert.equal(signals.get(revoked)?.reason?.name, "LeaseLostError");
+  release();
+  call.cancel();
+});
