@@ -324,7 +324,8 @@ final class Session {
         h.extended(w.now(), Protos.instant(e.hasDeadline(), e.getDeadline()), e.hasTtl() ? Protos.duration(e.getTtl()) : null);
         scheduleExpiry(h);
         if (e.getCancel()) {
-          LOG.log(Level.INFO, "workqueue: the sidecar asks to stop working on {0}", h.key);
+          // DEBUG, as a Cancel's: see onCancel.
+          LOG.log(Level.DEBUG, "workqueue: the sidecar asks to stop working on {0}", h.key);
           h.signal.cancel(CancellationSignal.Cause.STOP_REQUESTED, "the sidecar asks to stop");
         }
       }
@@ -346,14 +347,18 @@ final class Session {
 
   private void onCancel(WorkResponse.Cancel c) {
     HeldLease h = leases.get(c.getToken());
-    if (h == null) {
-      return;
+    if (h == null || h.lost()) {
+      return; // a loss is logged once, when it happens
     }
-    LOG.log(Level.INFO, "workqueue: the sidecar cancels the lease of {0} (revoked {1}): {2}", h.key, c.getRevoked(), c.getMessage());
     if (c.getRevoked()) {
+      LOG.log(Level.WARNING, "workqueue: lease of {0} lost: the sidecar revoked it ({1}); cancelling its reconcile", h.key, c.getMessage());
       h.lose("revoked by the sidecar: " + c.getMessage());
       cancel(h.extender);
     } else {
+      // The lease stays valid and nothing went wrong, so DEBUG: the sidecar
+      // asks back every lease at once when it stops, or those of every shard
+      // slot that moved to another replica (up to 4,096), one Cancel each.
+      LOG.log(Level.DEBUG, "workqueue: the sidecar asks to stop working on {0}: {1}", h.key, c.getMessage());
       h.signal.cancel(CancellationSignal.Cause.STOP_REQUESTED, "the sidecar asks to stop: " + c.getMessage());
     }
   }
