@@ -57,6 +57,8 @@ var (
 	// key by now (ABORTED, sidecar reason LEASE_ENDED_DURING_WRITE). It also
 	// matches [ErrConflict], but do not read again and retry: treat it like a
 	// lost lease, and do not Done or Finish the lease expecting success.
+	// [Queue.Run] does so when a reconcile returns it (wrapped too): the
+	// lease is finished as lost and logged once as a lost lease.
 	ErrLeaseEndedDuringWrite = errors.New("lease ended during the write")
 
 	// ErrForbidden: the sidecar's credentials may not make this write

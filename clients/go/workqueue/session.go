@@ -102,6 +102,10 @@ const (
 	lostStreamBroken = "stream broken"
 	// lostStopTimeout: the graceful stop's timeout passed while it ran.
 	lostStopTimeout = "stop timeout"
+	// lostEndedDuringWrite: the reconcile returned ErrLeaseEndedDuringWrite
+	// (wrapped or not): a write under the lease was made, but the lease
+	// ended on the sidecar before the API server answered it.
+	lostEndedDuringWrite = "lease ended during write"
 )
 
 // lose ends the lease without this worker: its reconcile's context is
@@ -508,6 +512,13 @@ func (s *session) finish(h *held, o outcome) {
 	if !h.lost.Load() && h.expired(time.Now()) {
 		// Returned after the deadline, before leaseLoop saw it pass.
 		h.lose(lostExpired, nil)
+	}
+	if errors.Is(o.err, ErrLeaseEndedDuringWrite) {
+		// The sidecar ended the lease while a write under it was out (its
+		// Cancel may not have arrived yet): the lease is lost, its outcome
+		// is not sent (the sidecar would refuse it as stale, a warning) but
+		// a lost lease's Finish is, whose refusal is expected.
+		h.lose(lostEndedDuringWrite, o.err)
 	}
 	if h.lost.Load() {
 		// The loss was logged when it happened.
