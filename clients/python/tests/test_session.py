@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import grpc
 import pytest
 
 from conftest import eventually
-from workqueue_sidecar import Request
+from workqueue_sidecar import LeaseEndedDuringWriteError, Request
 from workqueue_sidecar.v1 import workqueue_pb2 as pb
 from workqueue_sidecar.worker import Worker, _Held, _Stream
 
@@ -202,3 +203,43 @@ async def test_leases_asked_back_should_be_cancelled_and_logged_at_debug(
     stream.closing = True
     if stream.tick is not None:
         stream.tick.cancel()
+
+
+async def test_a_reconcile_whose_lease_ended_during_a_write_should_be_finished_as_lost(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A write under the lease was made, but the sidecar ended the lease before
+    # the API server answered (LeaseEndedDuringWriteError, here raised from, as
+    # a reconcile would wrap it): the lease is lost. No outcome is sent (the
+    # sidecar would refuse it as stale, a warning), only the lost lease's
+    # Finish, whose refusal is expected; one warning names queue, key and why.
+    async def reconcile(request: Request) -> None:
+        try:
+            raise LeaseEndedDuringWriteError("the write was made, but the lease ended", grpc.StatusCode.ABORTED)
+        except LeaseEndedDuringWriteError as err:
+            raise RuntimeError(f"create the child of {request.key}") from err
+
+    stream = _stream([])
+    stream.worker.reconcile = reconcile
+    held = _hold(stream, "ns/a", 7, ttl=30)
+    stream.ready.put_nowait(held)
+    task = asyncio.create_task(stream._work())
+    try:
+        await eventually(lambda: stream.outbox.qsize() == 1, timeout=5)
+    finally:
+        stream.closing = True
+        task.cancel()
+    [finish] = [m.finish for m in _sent(stream)]
+    assert (finish.key, finish.token, finish.WhichOneof("outcome")) == ("ns/a", 7, "retry")
+    assert finish.retry.error == "lease lost: lease ended during write"
+    assert stream.lost_finishes.tokens() == {7}
+    loud = [r for r in caplog.records if r.levelno >= logging.INFO]
+    assert len(loud) == 1, [r.getMessage() for r in loud]
+    assert loud[0].levelno == logging.WARNING, loud[0].getMessage()
+    assert all(s in loud[0].getMessage() for s in ("'ns/a'", "queue 'q'", "lost (lease ended during write)")), loud[0].getMessage()
+
+    caplog.clear()
+    refused = pb.WorkResponse()
+    refused.finish_ack.key, refused.finish_ack.token, refused.finish_ack.code = "ns/a", 7, 9
+    stream._dispatch(refused)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], "the expected refusal was warned of"

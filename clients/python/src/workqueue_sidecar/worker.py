@@ -30,7 +30,7 @@ import grpc
 
 from ._lost_finishes import LostFinishes
 from ._wire import Seconds, from_duration, from_timestamp, seconds, to_duration
-from .errors import from_rpc_error
+from .errors import LeaseEndedDuringWriteError, from_rpc_error
 from .objects import Objects
 from .request import Request, Result
 from .v1 import workqueue_pb2 as pb
@@ -59,6 +59,18 @@ FATAL_CODES = frozenset(
 
 class _StreamBroken(Exception):
     """The stream ended without the worker asking; reopen it."""
+
+
+def _lease_ended_during_write(error: BaseException | None) -> bool:
+    """Whether a reconcile's exception is a ``LeaseEndedDuringWriteError``, or was
+    raised ``from`` one (``raise ... from err``, however deep)."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, LeaseEndedDuringWriteError):
+            return True
+        seen.add(id(error))
+        error = error.__cause__
+    return False
 
 
 class _Held:
@@ -587,6 +599,13 @@ class _Stream:
             # sidecar may have handed the key on already. Nothing is left to
             # cancel, and the warning below says what became of the result.
             held.lost = "its deadline passed without an extension"
+        if held.lost is None and _lease_ended_during_write(error):
+            # A write under the lease was made, but the sidecar ended the lease
+            # before the API server answered (its Cancel may not be here yet):
+            # the lease is lost. Its outcome is not sent (the sidecar would
+            # refuse it as stale, a warning); the lost lease's Finish is, and
+            # the warning below names the loss, once.
+            held.lost = "lease ended during write"
         message = pb.WorkRequest()
         finish = message.finish
         finish.key = key
