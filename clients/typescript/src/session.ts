@@ -2,7 +2,7 @@
 // reconciles, and the messages that travel both ways.
 import { status as Status, type ClientDuplexStream, type StatusObject } from "@grpc/grpc-js";
 
-import { errorForCode, LeaseLostError, StopRequestedError, type LeaseLostWhy, WorkqueueError } from "./errors.js";
+import { errorForCode, LeaseEndedDuringWriteError, LeaseLostError, StopRequestedError, type LeaseLostWhy, WorkqueueError } from "./errors.js";
 import type {
   Lease,
   WorkRequest,
@@ -86,6 +86,16 @@ class Held {
 }
 
 type Outcome = { ok: true; result: Result | void } | { ok: false; error: unknown };
+
+/** Whether a reconcile's error is a LeaseEndedDuringWriteError, or has one in its `cause` chain. */
+function endedDuringWrite(error: unknown): boolean {
+  const seen = new Set<unknown>();
+  for (let e = error; e instanceof Error && !seen.has(e); e = e.cause) {
+    if (e instanceof LeaseEndedDuringWriteError) return true;
+    seen.add(e);
+  }
+  return false;
+}
 
 /** The error a stream's final status stands for. */
 function streamError(op: string, s: StatusObject): WorkqueueError {
@@ -361,6 +371,18 @@ export class Session {
 
   private finish(h: Held, o: Outcome): void {
     if (!h.lost && leaseExpired(h.deadline, Date.now())) h.lose("expired"); // returned after the deadline
+    if (!h.lost && !o.ok && endedDuringWrite(o.error)) {
+      // A write under the lease was made, but the sidecar ended the lease
+      // before the API server answered (its Cancel may not be here yet): the
+      // lease is lost. Its outcome is not sent (the sidecar would refuse it
+      // as stale, a warning); the lost lease's Finish is.
+      this.worker.log.warn("lease lost: a write under it ended with it; result discarded", {
+        queue: this.worker.queue,
+        key: h.key,
+        why: "lease ended during write",
+      });
+      h.lose("revoked");
+    }
     if (h.lost) {
       this.worker.log.info("reconcile returned after its lease was lost; result discarded", { key: h.key });
       this.finishLost(h);

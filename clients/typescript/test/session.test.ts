@@ -5,9 +5,10 @@ import assert from "node:assert/strict";
 import { EventEmitter } from "node:events";
 import { test } from "node:test";
 
-import type { ClientDuplexStream } from "@grpc/grpc-js";
+import { status, type ClientDuplexStream } from "@grpc/grpc-js";
 
-import { Lease, type WorkRequest, type WorkResponse } from "../src/gen/workqueue/v1/workqueue.js";
+import { LeaseEndedDuringWriteError } from "../src/errors.js";
+import { Lease, type WorkRequest, type WorkRequest_Finish, type WorkResponse } from "../src/gen/workqueue/v1/workqueue.js";
 import { LostFinishes } from "../src/lost-finishes.js";
 import { Session } from "../src/session.js";
 import { toDuration } from "../src/time.js";
@@ -200,5 +201,46 @@ test("leases the sidecar asks back abort their reconcile and are logged at debug
   assert.ok(lost[0]?.message.includes("lease lost") && lost[0]?.fields?.["key"] === key(revoked), JSON.stringify(lost));
   assert.equal(signals.get(revoked)?.reason?.name, "LeaseLostError");
   release();
+  call.cancel();
+});
+
+test("a reconcile whose lease ended during a write is finished as lost, with one warning", async () => {
+  // A write under the lease was made, but the sidecar ended the lease before
+  // the API server answered (LeaseEndedDuringWriteError, here as the cause of
+  // the error thrown, as a reconcile would wrap it): the lease is lost. No
+  // outcome is sent (the sidecar would refuse it as stale, a warning), only
+  // the lost lease's Finish, whose refusal is expected.
+  const call = new FakeCall();
+  const log = new RecordingLogger();
+  const reconcile = async (req: { key: string }): Promise<void> => {
+    const ended = new LeaseEndedDuringWriteError("apply ConfigMap ns/a-child", status.ABORTED, "the write was made, but the lease ended", {
+      reason: "LEASE_ENDED_DURING_WRITE",
+    });
+    throw new Error(`create the child of ${req.key}`, { cause: ended });
+  };
+  const worker = new Worker(undefined as never, "q", "test", reconcile, { concurrency: 1 }, log);
+  const session = new Session(worker, call as unknown as ClientDuplexStream<WorkRequest, WorkResponse>);
+  const open = session.open(new AbortController().signal);
+  call.receive({ kind: { $case: "opened", value: { leaseTtl: toDuration(30_000), maxCredits: 100, credits: 1, ackFailuresOnly: true } } });
+  await open;
+  call.receive({ kind: { $case: "lease", value: Lease.fromPartial({ key: "ns/a", token: 7n, ttl: toDuration(30_000) }) } });
+  const finishes = (): WorkRequest_Finish[] => call.written.flatMap((m) => (m.kind?.$case === "finish" ? [m.kind.value] : []));
+  await eventually("the lease to be finished", () => finishes().length === 1);
+  const [finish] = finishes();
+  assert.equal(finish?.token, 7n);
+  assert.deepEqual(finish?.outcome, { $case: "retry", value: { error: "lease lost before the worker finished" } });
+  const loud = log.lines.filter((l) => l.level === "warn" || l.level === "error");
+  assert.equal(loud.length, 1, JSON.stringify(loud));
+  assert.equal(loud[0]?.level, "warn");
+  assert.ok(loud[0]?.message.includes("lease lost"), JSON.stringify(loud));
+  assert.deepEqual(loud[0]?.fields, { queue: "q", key: "ns/a", why: "lease ended during write" });
+
+  const before = log.lines.length;
+  call.receive({ kind: { $case: "finishAck", value: { key: "ns/a", token: 7n, code: status.FAILED_PRECONDITION, message: "stale lease token 7" } } });
+  assert.deepEqual(
+    log.lines.slice(before).filter((l) => l.level === "warn"),
+    [],
+    "the expected refusal was warned of",
+  );
   call.cancel();
 });
