@@ -249,6 +249,13 @@ final class Session {
     leases.remove(h.token);
     h.cancelTimers();
     w.release(this);
+    if (!h.lost() && endedDuringWrite(error)) {
+      // A write under the lease was made, but the sidecar ended the lease before the API server
+      // answered (its Cancel may not be here yet): the lease is lost. Its outcome is not sent (the
+      // sidecar would refuse it as stale, a warning); the lost lease's Finish is.
+      LOG.log(Level.WARNING, "workqueue: lease of {0} in queue {1} lost: lease ended during write; result discarded", h.key, w.queue.name());
+      h.lose("lease ended during write");
+    }
     if (!h.resultCounts(w.now())) {
       if (!h.lost()) {
         h.lose("the reconcile returned after the lease's deadline");
@@ -269,6 +276,17 @@ final class Session {
       send(WorkRequest.newBuilder().setFinish(finish).build());
     }
     maybeHalfClose();
+  }
+
+  /** Whether a reconcile's error is a LeaseEndedDuringWriteException, or has one among its causes. */
+  private static boolean endedDuringWrite(Throwable error) {
+    java.util.Set<Throwable> seen = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
+    for (Throwable t = error; t != null && seen.add(t); t = t.getCause()) {
+      if (t instanceof LeaseEndedDuringWriteException) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /**
