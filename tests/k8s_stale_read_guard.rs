@@ -1,6 +1,7 @@
 //! The stale-read guard against the real control plane: a reconcile never reads a cache older than its own
 //! last write through the sidecar, a read right after a write sees it, a write under a lost lease is
-//! refused and not made, and a lease does not end while a write under it waits for the API server.
+//! refused and not made, and a lease does not end while a write under it waits for the API server,
+//! even one whose caller gave up on it.
 //!
 //! Needs `WQS_KUBECONFIG`: `hack/control-plane up && eval "$(hack/control-plane env)"`.
 
@@ -72,16 +73,7 @@ impl Clients {
         value: u64,
         lease: Option<pb::LeaseRef>,
     ) -> Result<String, tonic::Status> {
-        let patch = json!({"data": {"counter": value.to_string()}});
-        let request = pb::PatchObjectRequest {
-            r#type: config_maps(),
-            namespace: namespace.into(),
-            name: name.into(),
-            patch_type: pb::PatchType::Merge as i32,
-            patch: serde_json::to_vec(&patch).unwrap(),
-            lease,
-            ..Default::default()
-        };
+        let request = counter_patch(namespace, name, value, lease);
         let written = self.objects.patch_object(request).await?.into_inner().object.unwrap();
         Ok(written.resource_version)
     }
@@ -107,6 +99,20 @@ impl Clients {
         let mut leases = self.queue.get(request).await.unwrap().into_inner().leases;
         assert_eq!(leases.len(), 1, "a lease within 20 s");
         leases.remove(0)
+    }
+}
+
+/// A patch setting the counter of ConfigMap `name` to `value`.
+fn counter_patch(namespace: &str, name: &str, value: u64, lease: Option<pb::LeaseRef>) -> pb::PatchObjectRequest {
+    let patch = json!({"data": {"counter": value.to_string()}});
+    pb::PatchObjectRequest {
+        r#type: config_maps(),
+        namespace: namespace.into(),
+        name: name.into(),
+        patch_type: pb::PatchType::Merge as i32,
+        patch: serde_json::to_vec(&patch).unwrap(),
+        lease,
+        ..Default::default()
     }
 }
 
@@ -373,6 +379,49 @@ async fn k8s_a_write_answered_after_its_lease_ended_should_be_aborted_and_hold_t
     assert!(refused.message().contains("the write was made"), "{refused:?}");
     let info = tonic_types::StatusExt::get_details_error_info(&refused).expect("an ErrorInfo");
     assert_eq!((info.domain.as_str(), info.reason.as_str()), ("workqueue-sidecar", "LEASE_ENDED_DURING_WRITE"));
+    let next = clients.queue.get(pb::GetRequest { wait: secs(10), ..other }).await.unwrap().into_inner().leases;
+    assert_eq!(next.len(), 1, "the key goes on once the write is answered");
+    assert_eq!(counter_of(&next[0].object.as_ref().expect("the lease's object").json), 1, "it sees the write");
+}
+
+/// A worker that gives up on its write while the API server is slow (its deadline passes), then ends
+/// its lease: the sidecar carries the write on to the API server's answer, and the key waits for that
+/// answer (then for the caches), as it waits for a write its caller still awaits. Cut off with the
+/// cancelled call, the write left the key free at once, though the API server may still apply it.
+#[tokio::test]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
+async fn k8s_a_write_whose_caller_gave_up_should_still_hold_the_key_until_the_api_server_answers() {
+    let (proxy, ns, mut clients, _running) = start_behind_proxy("given-up-write", ", settle_timeout: 200ms").await;
+    create_counter(&mut clients, ns.name(), "given-up").await;
+    let lease = clients.lease().await;
+    let key = lease.key.clone();
+    let under = pb::LeaseRef { queue: "q".into(), key: key.clone(), token: lease.token };
+
+    proxy.stall();
+    let mut write = tonic::Request::new(counter_patch(ns.name(), "given-up", 1, Some(under)));
+    write.set_timeout(Duration::from_millis(300));
+    let given_up = clients.objects.patch_object(write).await.unwrap_err();
+    assert!(matches!(given_up.code(), Code::DeadlineExceeded | Code::Cancelled), "{given_up:?}");
+    let done = pb::DoneRequest { queue: "q".into(), key: key.clone(), token: lease.token };
+    clients.queue.done(done).await.unwrap();
+    let add = pb::AddRequest { queue: "q".into(), keys: vec![key.clone()], ..Default::default() };
+    clients.queue.add(add).await.unwrap();
+    let other = pb::GetRequest {
+        queue: "q".into(),
+        worker: "other".into(),
+        max_keys: 1,
+        wait: Some(prost_types::Duration { seconds: 1, nanos: 500_000_000 }),
+        include_object: true,
+        ..Default::default()
+    };
+    let meanwhile = clients.queue.get(other.clone()).await.unwrap().into_inner().leases;
+    assert!(meanwhile.is_empty(), "{key} was leased again while a write its worker gave up on was unanswered");
+    let state = clients.queue.key_state(pb::KeyStateRequest { queue: "q".into(), key: key.clone() }).await.unwrap();
+    let state = state.into_inner();
+    assert_eq!(state.state, pb::KeyState::Settling as i32, "{state:?}");
+    assert_eq!(state.settling_until, None, "no bound while the write is unanswered: {state:?}");
+
+    proxy.restore();
     let next = clients.queue.get(pb::GetRequest { wait: secs(10), ..other }).await.unwrap().into_inner().leases;
     assert_eq!(next.len(), 1, "the key goes on once the write is answered");
     assert_eq!(counter_of(&next[0].object.as_ref().expect("the lease's object").json), 1, "it sees the write");

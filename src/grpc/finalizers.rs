@@ -1,8 +1,9 @@
 //! Declared finalizers at a lease's two ends: added to a live primary before its lease goes out, and removed when the worker finishes a deleting primary's lease with success.
 //!
 //! Both writes are made under the lease (fenced by its token, noted by the
-//! stale-read guard), so the key's next lease waits until the cache has
-//! seen them. A finalizer that cannot be added sends the lease back as a
+//! stale-read guard, carried to the API server's answer when the session
+//! stops waiting), so the key's next lease waits until the cache has seen
+//! them. A finalizer that cannot be added sends the lease back as a
 //! retry instead of to the worker: nothing is reconciled unguarded. One
 //! that cannot be removed turns the success into a retry, so the worker
 //! cleans up again (cleanup must be idempotent, as every reconcile).
@@ -14,6 +15,7 @@ use parking_lot::Mutex;
 
 use tracing::warn;
 
+use super::carried_write::carried;
 use super::status::ApiError;
 use super::{convert, pb};
 use crate::freshness::{Freshness, LeaseRef, Written};
@@ -146,16 +148,20 @@ impl DeclaredFinalizers {
     ) -> Result<(), Fenced> {
         let lease = LeaseRef { queue: queue.name().clone(), key: key.clone(), token };
         let ticket = self.freshness.begin(Some(lease)).map_err(|err| Fenced::Refused(err.into()))?;
-        let change = match adding {
-            true => self.writer.add_finalizer(target, finalizer).await,
-            false => self.writer.remove_finalizer(target, finalizer).await,
-        };
-        let fenced = match change.map_err(Fenced::Write)? {
-            FinalizerChange::Changed(object) => ticket.written(Written::object(&target.kind, &object)),
-            FinalizerChange::Gone => ticket.written(Written::gone(target, None)),
-            FinalizerChange::Unchanged => Ok(()),
-        };
-        fenced.map_err(|err| Fenced::Refused(err.into()))
+        let (writer, target, finalizer) = (self.writer.clone(), target.clone(), finalizer.to_owned());
+        let written = carried(async move {
+            let change = match adding {
+                true => writer.add_finalizer(&target, &finalizer).await,
+                false => writer.remove_finalizer(&target, &finalizer).await,
+            };
+            let fenced = match change.map_err(Fenced::Write)? {
+                FinalizerChange::Changed(object) => ticket.written(Written::object(&target.kind, &object)),
+                FinalizerChange::Gone => ticket.written(Written::gone(&target, None)),
+                FinalizerChange::Unchanged => Ok(()),
+            };
+            fenced.map_err(|err| Fenced::Refused(err.into()))
+        });
+        written.await.map_err(Fenced::Refused)?
     }
 }
 

@@ -5,6 +5,7 @@
 
 mod bounded_text;
 mod cache_service;
+mod carried_write;
 mod codec;
 mod convert;
 mod finalizers;

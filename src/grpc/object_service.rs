@@ -6,6 +6,7 @@ use kube::api::DynamicObject;
 use serde_json::Value;
 use tonic::{Request, Response, Status};
 
+use super::carried_write::carried;
 use super::pb::{self, object_service_server::ObjectService};
 use super::status::ApiError;
 use super::validate;
@@ -31,11 +32,12 @@ impl ObjectApi {
     }
 
     /// The writer, and a ticket of the stale-read guard for one write under
-    /// `lease` (refused when the lease is not current).
-    fn begin(&self, lease: Option<&pb::LeaseRef>) -> Result<(&ObjectWriter, WriteTicket), ApiError> {
+    /// `lease` (refused when the lease is not current). The write and its
+    /// ticket go on a task of their own ([`carried`]).
+    fn begin(&self, lease: Option<&pb::LeaseRef>) -> Result<(Arc<ObjectWriter>, WriteTicket), ApiError> {
         let writes = self.writes.as_ref().ok_or(ApiError::NoKubernetes)?;
         let ticket = writes.freshness.begin(lease.map(lease_ref).transpose()?)?;
-        Ok((&writes.writer, ticket))
+        Ok((writes.writer.clone(), ticket))
     }
 }
 
@@ -49,8 +51,12 @@ impl ObjectService for ObjectApi {
         let object = json_value("json", &req.json)?;
         let manager = field_manager(&req.field_manager)?;
         let (writer, ticket) = self.begin(req.lease.as_ref())?;
-        let written = writer.apply(&target, object, manager, req.force).await.map_err(ApiError::from)?;
-        ticket.written(Written::object(&target.kind, &written)).map_err(ApiError::from)?;
+        let written = carried(async move {
+            let written = writer.apply(&target, object, manager.as_deref(), req.force).await?;
+            ticket.written(Written::object(&target.kind, &written))?;
+            Ok::<_, ApiError>(written)
+        })
+        .await??;
         Ok(Response::new(pb::ApplyObjectResponse { object: Some(written_object(&written)?) }))
     }
 
@@ -68,8 +74,12 @@ impl ObjectService for ObjectApi {
         };
         let manager = field_manager(&req.field_manager)?;
         let (writer, ticket) = self.begin(req.lease.as_ref())?;
-        let written = writer.patch(&target, patch, req.status, manager).await.map_err(ApiError::from)?;
-        ticket.written(Written::object(&target.kind, &written)).map_err(ApiError::from)?;
+        let written = carried(async move {
+            let written = writer.patch(&target, patch, req.status, manager.as_deref()).await?;
+            ticket.written(Written::object(&target.kind, &written))?;
+            Ok::<_, ApiError>(written)
+        })
+        .await??;
         Ok(Response::new(pb::PatchObjectResponse { object: Some(written_object(&written)?) }))
     }
 
@@ -77,11 +87,15 @@ impl ObjectService for ObjectApi {
         let req = request.into_inner();
         let kind = kind_ref(req.r#type.as_ref())?;
         let object = json_value("json", &req.json)?;
-        let namespace = validate::namespace("namespace", &req.namespace)?;
+        let namespace = validate::namespace("namespace", &req.namespace)?.map(str::to_owned);
         let manager = field_manager(&req.field_manager)?;
         let (writer, ticket) = self.begin(req.lease.as_ref())?;
-        let written = writer.create(&kind, namespace, object, manager).await.map_err(ApiError::from)?;
-        ticket.written(Written::object(&kind, &written)).map_err(ApiError::from)?;
+        let written = carried(async move {
+            let written = writer.create(&kind, namespace.as_deref(), object, manager.as_deref()).await?;
+            ticket.written(Written::object(&kind, &written))?;
+            Ok::<_, ApiError>(written)
+        })
+        .await??;
         Ok(Response::new(pb::CreateObjectResponse { object: Some(written_object(&written)?) }))
     }
 
@@ -103,13 +117,18 @@ impl ObjectService for ObjectApi {
             propagation,
         };
         let (writer, ticket) = self.begin(req.lease.as_ref())?;
-        let reply = match writer.delete(&target, options).await.map_err(ApiError::from)? {
-            Deleted::Gone(version) => {
-                ticket.written(Written::gone(&target, version)).map_err(ApiError::from)?;
-                pb::DeleteObjectResponse { gone: true, object: None }
+        let deleted = carried(async move {
+            let deleted = writer.delete(&target, options).await?;
+            match &deleted {
+                Deleted::Gone(version) => ticket.written(Written::gone(&target, *version))?,
+                Deleted::Pending(object) => ticket.written(Written::object(&target.kind, object))?,
             }
+            Ok::<_, ApiError>(deleted)
+        })
+        .await??;
+        let reply = match deleted {
+            Deleted::Gone(_) => pb::DeleteObjectResponse { gone: true, object: None },
             Deleted::Pending(object) => {
-                ticket.written(Written::object(&target.kind, &object)).map_err(ApiError::from)?;
                 pb::DeleteObjectResponse { gone: false, object: Some(written_object(&object)?) }
             }
         };
@@ -149,10 +168,10 @@ fn json_value(field: &'static str, bytes: &[u8]) -> Result<Value, ApiError> {
 
 /// The request's field manager, `None` for the sidecar's; the API server
 /// refuses names over 128 bytes.
-fn field_manager(name: &str) -> Result<Option<&str>, ApiError> {
+fn field_manager(name: &str) -> Result<Option<String>, ApiError> {
     match name.len() {
         0 => Ok(None),
-        1..=128 => Ok(Some(name)),
+        1..=128 => Ok(Some(name.to_owned())),
         n => Err(ApiError::invalid("field_manager", format!("is {n} bytes, more than the limit of 128"))),
     }
 }

@@ -71,7 +71,8 @@ const (
 // is current (its token fences the write as it fences Done); until the API
 // server answers it, the lease does not expire (one answered past its
 // deadline ends with the answer, as expired), so no other worker gets the
-// key while the write may still land; and the key is not leased again until
+// key while the write may still land (a write whose caller gives up, its
+// call cancelled or past its deadline, is still carried to the answer); and the key is not leased again until
 // every informer cache that holds the written kind has seen the write (or
 // the queue's settle_timeout has passed since the answer): the next
 // reconcile never reads a cache older than its own last write. A lease that
@@ -192,7 +193,8 @@ func (c *objectServiceClient) DeleteObject(ctx context.Context, in *DeleteObject
 // is current (its token fences the write as it fences Done); until the API
 // server answers it, the lease does not expire (one answered past its
 // deadline ends with the answer, as expired), so no other worker gets the
-// key while the write may still land; and the key is not leased again until
+// key while the write may still land (a write whose caller gives up, its
+// call cancelled or past its deadline, is still carried to the answer); and the key is not leased again until
 // every informer cache that holds the written kind has seen the write (or
 // the queue's settle_timeout has passed since the answer): the next
 // reconcile never reads a cache older than its own last write. A lease that
