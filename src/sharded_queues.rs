@@ -63,7 +63,7 @@ pub async fn follow_shards(
             *listed = Some(*owned);
             changed
         });
-        metrics.leases_handed_back.inc_by(changed.leases_asked_back as u64);
+        metrics.leases_asked_back.inc_by(changed.leases_asked_back as u64);
         metrics.keys_unparked.inc_by(changed.keys_unparked as u64);
         changed.leases_asked_back
     };

@@ -234,7 +234,7 @@ async fn k8s_a_slot_should_move_only_once_the_leases_on_its_keys_ended_even_for_
     println!("r1's worker held {} keys {:.1} s after r1 started", tracker.count(1), joined.elapsed().as_secs_f64());
     // Longer than any lease r0 granted before the join (its term is 2 s).
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let asked_back = r0.metric("workqueue_sidecar_shard_leases_handed_back_total").await.unwrap_or(0.0);
+    let asked_back = r0.metric("workqueue_sidecar_shard_leases_asked_back_total").await.unwrap_or(0.0);
     println!("r0 asked {asked_back} leases back as r1 joined");
     assert!(asked_back > 0.0, "r0's worker held keys of the slots that moved");
     assert_eq!(tracker.violations(), Vec::<String>::new(), "no key held by two workers at once");
@@ -272,7 +272,7 @@ async fn replicas_come_and_go(informer: Informer) {
     held_by(&tracker, keys, &[0, 1, 2], "three replicas share every key").await;
     check_caches(informer, &tracker, &[(0, &r0), (1, &r1), (2, &r2)], keys).await;
     check_key_states(informer, &tracker, &[(0, &r0), (1, &r1), (2, &r2)]).await;
-    let moved = r0.metric("workqueue_sidecar_shard_leases_handed_back_total").await.unwrap_or(0.0);
+    let moved = r0.metric("workqueue_sidecar_shard_leases_asked_back_total").await.unwrap_or(0.0);
     println!("r0 handed back {moved} leases as r1 and r2 joined");
     assert!(moved > 0.0, "r0 handed keys over as the others joined");
 

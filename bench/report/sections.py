@@ -693,7 +693,7 @@ SHARDING = Section(
         " would. `changes`: keys whose patch no worker reconciled (an object given with that patch's "
         "annotation), after each step. `moved` comes from the sidecars' "
         "`workqueue_sidecar_shard_slots_gained_total`, `..._slots_revoked_total` and "
-        "`..._shard_leases_handed_back_total` (the joiners' counters are lost when they exit, so the way down "
+        "`..._shard_leases_asked_back_total` (the joiners' counters are lost when they exit, so the way down "
         "counts only what r0 gained) and the workers' lines: reconciles cancelled because the sidecar took the "
         "lease back, and keys held by two workers at once (a reconcile of a key starting before another "
         "worker's reconcile of it ended, by the workers' own stamps; must never happen). `handover`: until the "

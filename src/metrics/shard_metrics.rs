@@ -14,7 +14,7 @@ pub struct ShardMetrics {
     /// Slots this replica was told to give up.
     pub slots_revoked: Counter,
     /// Leases handed back because their key's slot was given up.
-    pub leases_handed_back: Counter,
+    pub leases_asked_back: Counter,
     /// Queued keys that became grantable here because their slot was gained.
     pub keys_unparked: Counter,
     /// How long each handover of slots to this replica took.
@@ -29,7 +29,7 @@ impl Default for ShardMetrics {
             slots_owned: Gauge::default(),
             slots_gained: Counter::default(),
             slots_revoked: Counter::default(),
-            leases_handed_back: Counter::default(),
+            leases_asked_back: Counter::default(),
             keys_unparked: Counter::default(),
             // 0.25 s to about 68 min: a join is a few renew rounds, a crash
             // the lease duration and more.
@@ -58,9 +58,9 @@ impl ShardMetrics {
             metrics.slots_revoked.clone(),
         );
         registry.register(
-            "workqueue_sidecar_shard_leases_handed_back",
+            "workqueue_sidecar_shard_leases_asked_back",
             "Leases asked back (their holders told to stop) because their key's shard slot was given up; the slot moves once they ended",
-            metrics.leases_handed_back.clone(),
+            metrics.leases_asked_back.clone(),
         );
         registry.register(
             "workqueue_sidecar_shard_keys_unparked",
