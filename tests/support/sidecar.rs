@@ -31,46 +31,7 @@ pub struct Sidecar {
 impl Sidecar {
     /// Starts the binary with `args` plus `--tcp 127.0.0.1:0`, and waits until it listens.
     pub fn start(args: &[&str]) -> Sidecar {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar"))
-            .args(args)
-            .args(["--tcp", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--log", "info"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the sidecar binary starts");
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let (address_tx, address_rx) = std::sync::mpsc::channel();
-        let (admin_tx, admin_rx) = std::sync::mpsc::channel();
-        let stderr = child.stderr.take().unwrap();
-        let sink = logs.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if let Some(rest) = line.split("transport=\"tcp\" address=").nth(1) {
-                    let address = rest.split_whitespace().next().unwrap_or_default();
-                    let _ = address_tx.send(address.parse::<SocketAddr>().expect("a socket address in the log"));
-                }
-                if line.contains("admin http listening")
-                    && let Some(rest) = line.split("address=").nth(1)
-                {
-                    let address = rest.split_whitespace().next().unwrap_or_default();
-                    let _ = admin_tx.send(address.parse::<SocketAddr>().expect("a socket address in the log"));
-                }
-                sink.lock().unwrap().push(line);
-            }
-        });
-        let address = match address_rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(address) => address,
-            Err(_) => panic!("the sidecar did not report its address; logs:\n{}", logs.lock().unwrap().join("\n")),
-        };
-        let admin = match admin_rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(address) => address,
-            Err(_) => {
-                panic!("the sidecar did not report its admin address; logs:\n{}", logs.lock().unwrap().join("\n"))
-            }
-        };
-        Sidecar { child, address, admin, logs }
+        Starting::spawn(args).listening(Duration::from_secs(30))
     }
 
     pub fn endpoint(&self) -> String {
@@ -125,6 +86,78 @@ impl Sidecar {
 
     pub fn logs(&self) -> String {
         self.logs.lock().unwrap().join("\n")
+    }
+}
+
+/// The binary started and not yet listening (it resolves its informers first).
+pub struct Starting {
+    /// Taken once it listens.
+    child: Option<Child>,
+    logs: Arc<Mutex<Vec<String>>>,
+    address: std::sync::mpsc::Receiver<SocketAddr>,
+    admin: std::sync::mpsc::Receiver<SocketAddr>,
+}
+
+impl Starting {
+    /// Starts the binary with `args` plus `--tcp 127.0.0.1:0`, its stderr kept.
+    pub fn spawn(args: &[&str]) -> Starting {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar"))
+            .args(args)
+            .args(["--tcp", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--log", "info"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the sidecar binary starts");
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let (address_tx, address) = std::sync::mpsc::channel();
+        let (admin_tx, admin) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        let sink = logs.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if let Some(rest) = line.split("transport=\"tcp\" address=").nth(1) {
+                    let address = rest.split_whitespace().next().unwrap_or_default();
+                    let _ = address_tx.send(address.parse::<SocketAddr>().expect("a socket address in the log"));
+                }
+                if line.contains("admin http listening")
+                    && let Some(rest) = line.split("address=").nth(1)
+                {
+                    let address = rest.split_whitespace().next().unwrap_or_default();
+                    let _ = admin_tx.send(address.parse::<SocketAddr>().expect("a socket address in the log"));
+                }
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Starting { child: Some(child), logs, address, admin }
+    }
+
+    pub fn logs(&self) -> String {
+        self.logs.lock().unwrap().join("\n")
+    }
+
+    /// Waits until it listens, up to `within` for each of its two ports.
+    pub fn listening(mut self, within: Duration) -> Sidecar {
+        let address = match self.address.recv_timeout(within) {
+            Ok(address) => address,
+            Err(_) => panic!("the sidecar did not report its address; logs:\n{}", self.logs()),
+        };
+        let admin = match self.admin.recv_timeout(within) {
+            Ok(address) => address,
+            Err(_) => panic!("the sidecar did not report its admin address; logs:\n{}", self.logs()),
+        };
+        let child = self.child.take().expect("taken only here");
+        Sidecar { child, address, admin, logs: self.logs.clone() }
+    }
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
