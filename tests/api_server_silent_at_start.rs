@@ -63,12 +63,8 @@ async fn a_sidecar_whose_api_server_is_silent_at_start_should_give_each_attempt_
     std::fs::write(&config, "informers:\n  cms: { version: v1, kind: ConfigMap }\nqueues:\n  q: { primary: cms }\n")
         .unwrap();
 
-    let starting = Starting::spawn(&[
-        "--config",
-        config.to_str().unwrap(),
-        "--kubeconfig",
-        kubeconfig.to_str().unwrap(),
-    ]);
+    let starting =
+        Starting::spawn(&["--config", config.to_str().unwrap(), "--kubeconfig", kubeconfig.to_str().unwrap()]);
     tokio::time::timeout(Duration::from_secs(10), requests.wait_for(|reads| *reads >= 1))
         .await
         .unwrap_or_else(|_| panic!("the sidecar sent the API server nothing; logs:\n{}", starting.logs()))

@@ -173,6 +173,38 @@ async fn create_counter(clients: &mut Clients, namespace: &str, name: &str) {
     clients.objects.create_object(request).await.unwrap();
 }
 
+/// Ends `lease` with Done while a write under it is out, and adds its key again: no other worker
+/// gets the key for 1.5 s, and it stays SETTLING with no bound. Answers the other worker's Get.
+async fn end_and_add_while_the_write_is_out(clients: &mut Clients, lease: &pb::Lease, write: &str) -> pb::GetRequest {
+    let key = &lease.key;
+    let done = pb::DoneRequest { queue: "q".into(), key: key.clone(), token: lease.token };
+    clients.queue.done(done).await.unwrap();
+    let add = pb::AddRequest { queue: "q".into(), keys: vec![key.clone()], ..Default::default() };
+    clients.queue.add(add).await.unwrap();
+    let other = pb::GetRequest {
+        queue: "q".into(),
+        worker: "other".into(),
+        max_keys: 1,
+        wait: Some(prost_types::Duration { seconds: 1, nanos: 500_000_000 }),
+        include_object: true,
+        ..Default::default()
+    };
+    let meanwhile = clients.queue.get(other.clone()).await.unwrap().into_inner().leases;
+    assert!(meanwhile.is_empty(), "{key} was leased again while a write {write} was unanswered");
+    let state = clients.queue.key_state(pb::KeyStateRequest { queue: "q".into(), key: key.clone() }).await.unwrap();
+    let state = state.into_inner();
+    assert_eq!(state.state, pb::KeyState::Settling as i32, "{state:?}");
+    assert_eq!(state.settling_until, None, "no bound while the write is unanswered: {state:?}");
+    other
+}
+
+/// Once the write is answered, `other` gets the key, and its lease's object has the write (counter 1).
+async fn next_lease_sees_the_write(clients: &mut Clients, other: pb::GetRequest) {
+    let next = clients.queue.get(pb::GetRequest { wait: secs(10), ..other }).await.unwrap().into_inner().leases;
+    assert_eq!(next.len(), 1, "the key goes on once the write is answered");
+    assert_eq!(counter_of(&next[0].object.as_ref().expect("the lease's object").json), 1, "it sees the write");
+}
+
 #[tokio::test]
 #[ignore = "needs a control plane: hack/test runs it with --ignored"]
 async fn k8s_a_reconcile_should_never_read_a_cache_older_than_its_own_last_write() {
@@ -354,24 +386,7 @@ async fn k8s_a_write_answered_after_its_lease_ended_should_be_aborted_and_hold_t
     let namespace = ns.name().to_owned();
     let write = tokio::spawn(async move { writer.write_counter(&namespace, "ended", 1, Some(under)).await });
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let done = pb::DoneRequest { queue: "q".into(), key: key.clone(), token: lease.token };
-    clients.queue.done(done).await.unwrap();
-    let add = pb::AddRequest { queue: "q".into(), keys: vec![key.clone()], ..Default::default() };
-    clients.queue.add(add).await.unwrap();
-    let other = pb::GetRequest {
-        queue: "q".into(),
-        worker: "other".into(),
-        max_keys: 1,
-        wait: Some(prost_types::Duration { seconds: 1, nanos: 500_000_000 }),
-        include_object: true,
-        ..Default::default()
-    };
-    let meanwhile = clients.queue.get(other.clone()).await.unwrap().into_inner().leases;
-    assert!(meanwhile.is_empty(), "{key} was leased again while a write under its last lease was unanswered");
-    let state = clients.queue.key_state(pb::KeyStateRequest { queue: "q".into(), key: key.clone() }).await.unwrap();
-    let state = state.into_inner();
-    assert_eq!(state.state, pb::KeyState::Settling as i32, "{state:?}");
-    assert_eq!(state.settling_until, None, "no bound while the write is unanswered: {state:?}");
+    let other = end_and_add_while_the_write_is_out(&mut clients, &lease, "under its last lease").await;
 
     proxy.restore();
     let refused = write.await.unwrap().unwrap_err();
@@ -379,9 +394,7 @@ async fn k8s_a_write_answered_after_its_lease_ended_should_be_aborted_and_hold_t
     assert!(refused.message().contains("the write was made"), "{refused:?}");
     let info = tonic_types::StatusExt::get_details_error_info(&refused).expect("an ErrorInfo");
     assert_eq!((info.domain.as_str(), info.reason.as_str()), ("workqueue-sidecar", "LEASE_ENDED_DURING_WRITE"));
-    let next = clients.queue.get(pb::GetRequest { wait: secs(10), ..other }).await.unwrap().into_inner().leases;
-    assert_eq!(next.len(), 1, "the key goes on once the write is answered");
-    assert_eq!(counter_of(&next[0].object.as_ref().expect("the lease's object").json), 1, "it sees the write");
+    next_lease_sees_the_write(&mut clients, other).await;
 }
 
 /// A worker that gives up on its write while the API server is slow (its deadline passes), then ends
@@ -402,29 +415,10 @@ async fn k8s_a_write_whose_caller_gave_up_should_still_hold_the_key_until_the_ap
     write.set_timeout(Duration::from_millis(300));
     let given_up = clients.objects.patch_object(write).await.unwrap_err();
     assert!(matches!(given_up.code(), Code::DeadlineExceeded | Code::Cancelled), "{given_up:?}");
-    let done = pb::DoneRequest { queue: "q".into(), key: key.clone(), token: lease.token };
-    clients.queue.done(done).await.unwrap();
-    let add = pb::AddRequest { queue: "q".into(), keys: vec![key.clone()], ..Default::default() };
-    clients.queue.add(add).await.unwrap();
-    let other = pb::GetRequest {
-        queue: "q".into(),
-        worker: "other".into(),
-        max_keys: 1,
-        wait: Some(prost_types::Duration { seconds: 1, nanos: 500_000_000 }),
-        include_object: true,
-        ..Default::default()
-    };
-    let meanwhile = clients.queue.get(other.clone()).await.unwrap().into_inner().leases;
-    assert!(meanwhile.is_empty(), "{key} was leased again while a write its worker gave up on was unanswered");
-    let state = clients.queue.key_state(pb::KeyStateRequest { queue: "q".into(), key: key.clone() }).await.unwrap();
-    let state = state.into_inner();
-    assert_eq!(state.state, pb::KeyState::Settling as i32, "{state:?}");
-    assert_eq!(state.settling_until, None, "no bound while the write is unanswered: {state:?}");
+    let other = end_and_add_while_the_write_is_out(&mut clients, &lease, "its worker gave up on").await;
 
     proxy.restore();
-    let next = clients.queue.get(pb::GetRequest { wait: secs(10), ..other }).await.unwrap().into_inner().leases;
-    assert_eq!(next.len(), 1, "the key goes on once the write is answered");
-    assert_eq!(counter_of(&next[0].object.as_ref().expect("the lease's object").json), 1, "it sees the write");
+    next_lease_sees_the_write(&mut clients, other).await;
 }
 
 /// An object deleted and created again under its name, both through the sidecar: a read after
