@@ -4,11 +4,6 @@ import static io.github.workqueuesidecar.client.Eventually.eventually;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.grpc.Server;
-import io.grpc.netty.NettyServerBuilder;
-import io.grpc.stub.StreamObserver;
-import java.net.InetSocketAddress;
-import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -23,9 +18,6 @@ import java.util.logging.Logger;
 import java.util.logging.SimpleFormatter;
 import org.junit.jupiter.api.DisplayName;
 import org.junit.jupiter.api.Test;
-import workqueue.v1.WorkQueueServiceGrpc;
-import workqueue.v1.Workqueue.Lease;
-import workqueue.v1.Workqueue.WorkRequest;
 import workqueue.v1.Workqueue.WorkResponse;
 
 /**
@@ -35,48 +27,6 @@ import workqueue.v1.Workqueue.WorkResponse;
  * INFO; a revoked lease is still a lost one, a WARNING.
  */
 class AskBackLogTest {
-  private static final Duration TTL = Duration.ofSeconds(30);
-
-  /** One Work stream: Opened, then what the test sends. */
-  private static final class FakeWork extends WorkQueueServiceGrpc.WorkQueueServiceImplBase {
-    volatile StreamObserver<WorkResponse> out;
-
-    @Override
-    public StreamObserver<WorkRequest> work(StreamObserver<WorkResponse> responses) {
-      return new StreamObserver<>() {
-        @Override
-        public void onNext(WorkRequest req) {
-          if (req.getKindCase() == WorkRequest.KindCase.OPEN) {
-            send(responses, WorkResponse.newBuilder().setOpened(WorkResponse.Opened.newBuilder()
-                .setLeaseTtl(Protos.duration(TTL)).setMaxCredits(100).setCredits(req.getOpen().getCredits())
-                .setAckFailuresOnly(true)).build());
-            out = responses;
-          }
-        }
-
-        @Override
-        public void onError(Throwable t) {}
-
-        @Override
-        public void onCompleted() {
-          synchronized (responses) {
-            responses.onCompleted();
-          }
-        }
-      };
-    }
-
-    void send(WorkResponse msg) {
-      send(out, msg);
-    }
-
-    private static void send(StreamObserver<WorkResponse> out, WorkResponse msg) {
-      synchronized (out) {
-        out.onNext(msg);
-      }
-    }
-  }
-
   private static String key(long token) {
     return "ns/k" + token;
   }
@@ -101,23 +51,22 @@ class AskBackLogTest {
     };
     log.setLevel(Level.ALL);
     log.addHandler(handler);
-    FakeWork fake = new FakeWork();
-    Server server = NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", 0)).addService(fake).build().start();
     int moved = 16;
     long extended = moved + 1;
     long revoked = moved + 2;
     Map<Long, CancellationSignal> signals = new ConcurrentHashMap<>();
     CountDownLatch release = new CountDownLatch(1);
-    try (WorkqueueClient client = WorkqueueClient.connect("127.0.0.1:" + server.getPort());
+    try (FakeWorkServer fake = FakeWorkServer.start(FakeWorkServer.FinishAnswer.NONE);
+        WorkqueueClient client = WorkqueueClient.connect(fake.target());
         Worker w = client.queue("default").start((req, signal) -> {
           signals.put(req.lease().token(), signal);
           release.await(60, TimeUnit.SECONDS);
           return Result.done();
         }, RunOptions.concurrency(moved + 2));
         AutoCloseable unblock = release::countDown) {
-      eventually("the stream open", () -> fake.out != null);
+      eventually("the stream open", fake::opened);
       for (long token = 1; token <= revoked; token++) {
-        fake.send(WorkResponse.newBuilder().setLease(Lease.newBuilder().setKey(key(token)).setToken(token).setTtl(Protos.duration(TTL))).build());
+        fake.lease(key(token), token);
       }
       eventually("every reconcile to start", () -> signals.size() == moved + 2);
       records.clear();
@@ -126,7 +75,7 @@ class AskBackLogTest {
             .setKey(key(token)).setToken(token).setMessage("shard slot moved")).build());
       }
       fake.send(WorkResponse.newBuilder().setExtended(WorkResponse.Extended.newBuilder()
-          .setKey(key(extended)).setToken(extended).setTtl(Protos.duration(TTL)).setCancel(true)).build());
+          .setKey(key(extended)).setToken(extended).setTtl(Protos.duration(FakeWorkServer.LEASE_TTL)).setCancel(true)).build());
       eventually("every lease asked back cancelled", () -> {
         for (long token = 1; token <= extended; token++) {
           if (!signals.get(token).isCancelled()) {
@@ -145,8 +94,7 @@ class AskBackLogTest {
       }
 
       records.clear();
-      fake.send(WorkResponse.newBuilder().setCancel(WorkResponse.Cancel.newBuilder()
-          .setKey(key(revoked)).setToken(revoked).setRevoked(true).setMessage("leadership lost")).build());
+      fake.revoke(key(revoked), revoked, "leadership lost");
       eventually("the revoked lease cancelled", () -> signals.get(revoked).isCancelled());
       List<LogRecord> lost = List.copyOf(records);
       assertEquals(1, lost.size(), () -> lost.stream().map(AskBackLogTest::line).toList().toString());
@@ -156,7 +104,6 @@ class AskBackLogTest {
     } finally {
       log.removeHandler(handler);
       log.setLevel(level);
-      server.shutdownNow();
     }
   }
 
