@@ -205,6 +205,43 @@ async def test_leases_asked_back_should_be_cancelled_and_logged_at_debug(
         stream.tick.cancel()
 
 
+async def test_a_lease_lost_while_its_reconcile_runs_should_be_warned_of_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # One loss is one warning, naming the key, the queue and why, however
+    # often the worker hears of it: the reconcile returning after it (here it
+    # ignores its cancellation), its result discarded, adds none.
+    reconciling = asyncio.Event()
+
+    async def reconcile(request: Request) -> None:
+        reconciling.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            pass  # and returns: a result after the loss
+
+    stream = _stream([])
+    stream.worker.reconcile = reconcile
+    held = _hold(stream, "ns/a", 7, ttl=30)
+    stream.ready.put_nowait(held)
+    task = asyncio.create_task(stream._work())
+    try:
+        await asyncio.wait_for(reconciling.wait(), 5)
+        revoked = pb.WorkResponse()
+        revoked.cancel.key, revoked.cancel.token, revoked.cancel.revoked = "ns/a", 7, True
+        revoked.cancel.message = "leadership lost"
+        stream._dispatch(revoked)
+        await eventually(lambda: stream.outbox.qsize() == 1, timeout=5)
+    finally:
+        stream.closing = True
+        task.cancel()
+    [finish] = [m.finish for m in _sent(stream)]
+    assert finish.retry.error == "lease lost: leadership lost"
+    loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(loud) == 1, [r.getMessage() for r in loud]
+    assert all(s in loud[0].getMessage() for s in ("'ns/a'", "queue 'q'", "lost (leadership lost)")), loud[0].getMessage()
+
+
 async def test_a_reconcile_whose_lease_ended_during_a_write_should_be_finished_as_lost(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

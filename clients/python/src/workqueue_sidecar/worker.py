@@ -467,8 +467,17 @@ class _Stream:
             self._wake_by(wake)
 
     def _lose(self, held: _Held, why: str) -> None:
+        """Ends the lease without this worker: its reconcile is cancelled and its
+        result will be discarded. It logs the loss, once, here: a worker often
+        hears of one loss several times (the deadline passes, then the sidecar's
+        Cancel or the reconcile's return), and one loss is one warning."""
         if held.lost is None:
-            logger.warning("lease on %r lost: %s; cancelling its reconcile", held.request.key, why)
+            logger.warning(
+                "lease on %r in queue %r lost (%s); its reconcile is cancelled and its result discarded",
+                held.request.key,
+                self.worker.queue,
+                why,
+            )
             held.lost = why
             held.interrupt()
 
@@ -596,16 +605,14 @@ class _Stream:
         key = request.key
         if held.lost is None and not cancelled and held.expired():
             # Returned after the deadline, before the tick could cancel it: the
-            # sidecar may have handed the key on already. Nothing is left to
-            # cancel, and the warning below says what became of the result.
-            held.lost = "its deadline passed without an extension"
+            # sidecar may have handed the key on already.
+            self._lose(held, "its deadline passed without an extension")
         if held.lost is None and _lease_ended_during_write(error):
             # A write under the lease was made, but the sidecar ended the lease
             # before the API server answered (its Cancel may not be here yet):
             # the lease is lost. Its outcome is not sent (the sidecar would
-            # refuse it as stale, a warning); the lost lease's Finish is, and
-            # the warning below names the loss, once.
-            held.lost = "lease ended during write"
+            # refuse it as stale, a warning); the lost lease's Finish is.
+            self._lose(held, "lease ended during write")
         message = pb.WorkRequest()
         finish = message.finish
         finish.key = key
@@ -614,10 +621,9 @@ class _Stream:
             if not cancelled:
                 # It returned (or raised) all the same: its outcome would count
                 # for a key that may be another worker's by now, so it is
-                # dropped, and once, here, the log says so (the loss itself
-                # was logged when it happened, if the reconcile still ran).
-                logger.warning(
-                    "reconcile of %r in queue %r ended after its lease was lost (%s); its result is discarded",
+                # dropped. The loss was logged as a warning when it happened.
+                logger.debug(
+                    "reconcile of %r in queue %r returned after its lease was lost (%s); result discarded",
                     key,
                     self.worker.queue,
                     held.lost,
