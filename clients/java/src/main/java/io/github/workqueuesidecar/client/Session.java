@@ -258,9 +258,13 @@ final class Session {
     }
     if (!h.resultCounts(w.now())) {
       if (!h.lost()) {
+        // Returned after the deadline, before the expiry timer saw it pass: lost here, and
+        // logged here, as every loss is, once.
+        LOG.log(Level.WARNING, "workqueue: lease of {0} in queue {1} lost: its deadline passed before its reconcile returned; result discarded", h.key, w.queue.name());
         h.lose("the reconcile returned after the lease's deadline");
       }
-      LOG.log(Level.INFO, "workqueue: reconcile of {0} returned after its lease was lost; result discarded", h.key);
+      // DEBUG: the loss was a WARNING when it happened; this is the same lease again.
+      LOG.log(Level.DEBUG, "workqueue: reconcile of {0} returned after its lease was lost; result discarded", h.key);
       finishLost(h);
     } else {
       WorkRequest.Finish.Builder finish = WorkRequest.Finish.newBuilder().setKey(h.key).setToken(h.token);
