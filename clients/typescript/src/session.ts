@@ -51,6 +51,8 @@ class Held {
     readonly token: bigint,
     /** Called once when the lease is lost, so the session can answer it. */
     private readonly onLost: (h: Held) => void,
+    /** Called when the expiry timer finds the deadline passed, so the session can log the loss and lose it. */
+    private readonly onExpired: (h: Held) => void,
   ) {}
 
   lose(why: LeaseLostWhy): void {
@@ -73,7 +75,7 @@ class Held {
   setDeadline(now: number, sidecar: Date | undefined, ttlMs: number): void {
     this.deadline = leaseDeadline(now, sidecar, ttlMs);
     if (this.expiry !== undefined) clearTimeout(this.expiry);
-    this.expiry = setTimeout(() => this.lose("expired"), Math.max(0, this.deadline - Date.now()));
+    this.expiry = setTimeout(() => this.onExpired(this), Math.max(0, this.deadline - Date.now()));
     // A lease's timers never keep the process alive: a reconcile that never
     // settles must not stop a worker that was told to exit from exiting.
     this.expiry.unref();
@@ -248,7 +250,12 @@ export class Session {
       this.worker.log.debug("lease arrived while stopping; it goes back when the stream closes", { key: l.key });
       return;
     }
-    const h = new Held(l.key, l.token, (lost) => this.onLost(lost));
+    const h = new Held(
+      l.key,
+      l.token,
+      (lost) => this.onLost(lost),
+      (expired) => this.expire(expired),
+    );
     const ttl = fromDuration(l.ttl);
     h.setDeadline(received, l.deadline, ttl !== undefined && ttl > 0 ? ttl : this.leaseTtl);
     h.ticker = setInterval(() => this.tick(h), this.extendEvery);
@@ -266,11 +273,17 @@ export class Session {
   private tick(h: Held): void {
     if (h.lost) return;
     if (leaseExpired(h.deadline, Date.now())) {
-      this.worker.log.warn("lease expired without an answer from the sidecar; aborting its reconcile", { key: h.key });
-      h.lose("expired");
+      this.expire(h);
       return;
     }
     this.send({ kind: { $case: "extend", value: { key: h.key, token: h.token, ttl: undefined } } });
+  }
+
+  /** The lease's deadline passed unextended (by its timer or the tick, whichever saw it first): lost, one warning. */
+  private expire(h: Held): void {
+    if (h.lost) return;
+    this.worker.log.warn("lease expired without an answer from the sidecar; aborting its reconcile", { key: h.key, why: "expired" });
+    h.lose("expired");
   }
 
   /** A lease lost before its reconcile started is answered now; a running one when it returns. */
@@ -370,7 +383,15 @@ export class Session {
   }
 
   private finish(h: Held, o: Outcome): void {
-    if (!h.lost && leaseExpired(h.deadline, Date.now())) h.lose("expired"); // returned after the deadline
+    if (!h.lost && leaseExpired(h.deadline, Date.now())) {
+      // Returned after the deadline, before its timer saw it pass: lost here, and logged here,
+      // as every loss is, once.
+      this.worker.log.warn("lease lost: its deadline passed before its reconcile returned; result discarded", {
+        key: h.key,
+        why: "expired",
+      });
+      h.lose("expired");
+    }
     if (!h.lost && !o.ok && endedDuringWrite(o.error)) {
       // A write under the lease was made, but the sidecar ended the lease
       // before the API server answered (its Cancel may not be here yet): the
@@ -384,7 +405,8 @@ export class Session {
       h.lose("revoked");
     }
     if (h.lost) {
-      this.worker.log.info("reconcile returned after its lease was lost; result discarded", { key: h.key });
+      // Debug: the loss was a warning when it happened; this is the same lease again.
+      this.worker.log.debug("reconcile returned after its lease was lost; result discarded", { key: h.key });
       this.finishLost(h);
       return;
     }

@@ -10,10 +10,11 @@ import { status, type ClientDuplexStream } from "@grpc/grpc-js";
 import { LeaseEndedDuringWriteError } from "../src/errors.js";
 import { Lease, type WorkRequest, type WorkRequest_Finish, type WorkResponse } from "../src/gen/workqueue/v1/workqueue.js";
 import { LostFinishes } from "../src/lost-finishes.js";
+import type { Request } from "../src/request.js";
 import { Session } from "../src/session.js";
 import { toDuration } from "../src/time.js";
 import { Worker } from "../src/worker.js";
-import { eventually, gate, RecordingLogger, sleep } from "./sidecar.js";
+import { blockFor, eventually, gate, RecordingLogger, sleep } from "./sidecar.js";
 
 /** A Work call that records what is written and hands the session what a test sends. */
 class FakeCall extends EventEmitter {
@@ -202,6 +203,75 @@ test("leases the sidecar asks back abort their reconcile and are logged at debug
   assert.equal(signals.get(revoked)?.reason?.name, "LeaseLostError");
   release();
   call.cancel();
+});
+
+/**
+ * Runs one lease (ns/a, token 1, ttlMs) through a session of a worker with
+ * one slot; `meanwhile` runs once the lease is sent. Resolves with the log
+ * once the lease is finished.
+ */
+async function oneLease(
+  ttlMs: number,
+  reconcile: (req: Request) => Promise<void>,
+  meanwhile: (call: FakeCall) => Promise<void> = async () => {},
+): Promise<RecordingLogger> {
+  const call = new FakeCall();
+  const log = new RecordingLogger();
+  const worker = new Worker(undefined as never, "q", "test", reconcile, { concurrency: 1 }, log);
+  const session = new Session(worker, call as unknown as ClientDuplexStream<WorkRequest, WorkResponse>);
+  const open = session.open(new AbortController().signal);
+  // The stream's TTL is long: its extends (a third of it) never come during the test.
+  call.receive({ kind: { $case: "opened", value: { leaseTtl: toDuration(30_000), maxCredits: 100, credits: 1, ackFailuresOnly: true } } });
+  await open;
+  call.receive({ kind: { $case: "lease", value: Lease.fromPartial({ key: "ns/a", token: 1n, ttl: toDuration(ttlMs) }) } });
+  await meanwhile(call);
+  await eventually("the lease to be finished", () => call.written.some((m) => m.kind?.$case === "finish"));
+  call.cancel();
+  return log;
+}
+
+/** One loss is one warning (naming the key and why) when it is seen; the discarded result is a debug line. */
+function assertOneLossWarning(log: RecordingLogger, why: string): void {
+  const loud = log.lines.filter((l) => l.level !== "debug" && l.fields?.["key"] === "ns/a");
+  assert.equal(loud.length, 1, JSON.stringify(loud));
+  assert.equal(loud[0]?.level, "warn", JSON.stringify(loud));
+  assert.equal(loud[0]?.fields?.["why"], why, JSON.stringify(loud));
+  assert.ok(
+    log.lines.some((l) => l.level === "debug" && l.message.includes("result discarded") && l.fields?.["key"] === "ns/a"),
+    JSON.stringify(log.lines),
+  );
+}
+
+test("a lease revoked while its reconcile runs is one warning; the reconcile returning after it is logged at debug", async () => {
+  const { opened: released, open: release } = gate();
+  let started = false;
+  const log = await oneLease(
+    30_000,
+    async () => {
+      started = true;
+      await released; // ignores its signal, and returns after the loss
+    },
+    async (call) => {
+      await eventually("the reconcile to start", () => started);
+      call.receive({ kind: { $case: "cancel", value: { key: "ns/a", token: 1n, revoked: true, message: "leadership lost" } } });
+      release();
+    },
+  );
+  assertOneLossWarning(log, "leadership lost");
+});
+
+test("a lease whose expiry timer fires while its reconcile runs is one warning; the reconcile returning after it is logged at debug", async () => {
+  const log = await oneLease(50, async (req) => {
+    await new Promise((resolve) => req.leaseLost.addEventListener("abort", resolve));
+  });
+  assertOneLossWarning(log, "expired");
+});
+
+test("a reconcile that returns past its deadline, before the expiry timer could fire, is one warning; the discard is logged at debug", async () => {
+  // The event loop is blocked past the deadline: the timer cannot fire
+  // before the result is seen.
+  const log = await oneLease(50, async () => blockFor(100));
+  assertOneLossWarning(log, "expired");
 });
 
 test("a reconcile whose lease ended during a write is finished as lost, with one warning", async () => {
