@@ -211,7 +211,13 @@ export type LeaseLostWhy =
   /** The Work stream broke (the sidecar restarted, the connection dropped). */
   | "stream broke"
   /** The worker stopped and the reconcile outlived the stop timeout. */
-  | "stop timeout";
+  | "stop timeout"
+  /**
+   * The reconcile threw a {@link LeaseEndedDuringWriteError} (or an error
+   * with one in its `cause` chain): a write under the lease was made, but the
+   * lease ended on the sidecar before the API server answered it.
+   */
+  | "lease ended during write";
 
 /**
  * The abort reason of a reconcile whose lease ended without the worker: the

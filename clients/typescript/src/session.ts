@@ -402,7 +402,7 @@ export class Session {
         key: h.key,
         why: "lease ended during write",
       });
-      h.lose("revoked");
+      h.lose("lease ended during write");
     }
     if (h.lost) {
       // Debug: the loss was a warning when it happened; this is the same lease again.

@@ -7,7 +7,7 @@ import { test } from "node:test";
 
 import { status, type ClientDuplexStream } from "@grpc/grpc-js";
 
-import { LeaseEndedDuringWriteError } from "../src/errors.js";
+import { LeaseEndedDuringWriteError, LeaseLostError } from "../src/errors.js";
 import { Lease, type WorkRequest, type WorkRequest_Finish, type WorkResponse } from "../src/gen/workqueue/v1/workqueue.js";
 import { LostFinishes } from "../src/lost-finishes.js";
 import type { Request } from "../src/request.js";
@@ -274,7 +274,7 @@ test("a reconcile that returns past its deadline, before the expiry timer could 
   assertOneLossWarning(log, "expired");
 });
 
-test("a reconcile whose lease ended during a write is finished as lost, with one warning", async () => {
+test("a reconcile whose lease ended during a write is finished as lost, with one warning, its signals aborted with why \"lease ended during write\"", async () => {
   // A write under the lease was made, but the sidecar ended the lease before
   // the API server answered (LeaseEndedDuringWriteError, here as the cause of
   // the error thrown, as a reconcile would wrap it): the lease is lost. No
@@ -282,7 +282,9 @@ test("a reconcile whose lease ended during a write is finished as lost, with one
   // the lost lease's Finish, whose refusal is expected.
   const call = new FakeCall();
   const log = new RecordingLogger();
-  const reconcile = async (req: { key: string }): Promise<void> => {
+  let request: Request | undefined;
+  const reconcile = async (req: Request): Promise<void> => {
+    request = req;
     const ended = new LeaseEndedDuringWriteError("apply ConfigMap ns/a-child", status.ABORTED, "the write was made, but the lease ended", {
       reason: "LEASE_ENDED_DURING_WRITE",
     });
@@ -304,6 +306,11 @@ test("a reconcile whose lease ended during a write is finished as lost, with one
   assert.equal(loud[0]?.level, "warn");
   assert.ok(loud[0]?.message.includes("lease lost"), JSON.stringify(loud));
   assert.deepEqual(loud[0]?.fields, { queue: "q", key: "ns/a", why: "lease ended during write" });
+  // The reconcile's signals abort with the loss, and say why as the log does.
+  for (const signal of [request?.leaseLost, request?.signal]) {
+    assert.ok(signal?.reason instanceof LeaseLostError, `abort reason ${String(signal?.reason)}`);
+    assert.equal(signal.reason.why, "lease ended during write");
+  }
 
   const before = log.lines.length;
   call.receive({ kind: { $case: "finishAck", value: { key: "ns/a", token: 7n, code: status.FAILED_PRECONDITION, message: "stale lease token 7" } } });
