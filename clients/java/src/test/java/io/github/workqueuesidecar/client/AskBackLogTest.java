@@ -8,14 +8,10 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import java.util.logging.Handler;
 import java.util.logging.Level;
 import java.util.logging.LogRecord;
-import java.util.logging.Logger;
-import java.util.logging.SimpleFormatter;
 import org.junit.jupiter.api.DisplayName;
 import org.junit.jupiter.api.Test;
 import workqueue.v1.Workqueue.WorkResponse;
@@ -34,29 +30,13 @@ class AskBackLogTest {
   @Test
   @DisplayName("leases asked back are cancelled and logged at DEBUG, one line each; a revoked one is a lost-lease WARNING")
   void askedBackLeasesAreLoggedAtDebug() throws Exception {
-    Logger log = Logger.getLogger(Session.class.getName());
-    Level level = log.getLevel();
-    List<LogRecord> records = new CopyOnWriteArrayList<>();
-    Handler handler = new Handler() {
-      @Override
-      public void publish(LogRecord r) {
-        records.add(r);
-      }
-
-      @Override
-      public void flush() {}
-
-      @Override
-      public void close() {}
-    };
-    log.setLevel(Level.ALL);
-    log.addHandler(handler);
     int moved = 16;
     long extended = moved + 1;
     long revoked = moved + 2;
     Map<Long, CancellationSignal> signals = new ConcurrentHashMap<>();
     CountDownLatch release = new CountDownLatch(1);
-    try (FakeWorkServer fake = FakeWorkServer.start(FakeWorkServer.FinishAnswer.NONE);
+    try (LogRecords records = new LogRecords(Session.class);
+        FakeWorkServer fake = FakeWorkServer.start(FakeWorkServer.FinishAnswer.NONE);
         WorkqueueClient client = WorkqueueClient.connect(fake.target());
         Worker w = client.queue("default").start((req, signal) -> {
           signals.put(req.lease().token(), signal);
@@ -84,30 +64,25 @@ class AskBackLogTest {
         }
         return true;
       });
-      List<LogRecord> asked = List.copyOf(records);
-      assertEquals(moved + 1, asked.size(), () -> asked.stream().map(AskBackLogTest::line).toList().toString());
+      List<LogRecord> asked = records.all();
+      assertEquals(moved + 1, asked.size(), () -> asked.stream().map(LogRecords::line).toList().toString());
       for (int i = 0; i < asked.size(); i++) {
         LogRecord r = asked.get(i);
-        assertEquals(Level.FINE, r.getLevel(), line(r));
-        assertTrue(line(r).contains(key(i + 1) + ":") || line(r).endsWith(key(i + 1)), line(r));
+        String line = LogRecords.line(r);
+        assertEquals(Level.FINE, r.getLevel(), line);
+        assertTrue(line.contains(key(i + 1) + ":") || line.endsWith(key(i + 1)), line);
         assertEquals(Optional.of(CancellationSignal.Cause.STOP_REQUESTED), signals.get((long) i + 1).cause());
       }
 
       records.clear();
       fake.revoke(key(revoked), revoked, "leadership lost");
       eventually("the revoked lease cancelled", () -> signals.get(revoked).isCancelled());
-      List<LogRecord> lost = List.copyOf(records);
-      assertEquals(1, lost.size(), () -> lost.stream().map(AskBackLogTest::line).toList().toString());
+      List<LogRecord> lost = records.all();
+      assertEquals(1, lost.size(), () -> lost.stream().map(LogRecords::line).toList().toString());
       assertEquals(Level.WARNING, lost.get(0).getLevel());
-      assertTrue(line(lost.get(0)).contains("lost") && line(lost.get(0)).contains(key(revoked)), line(lost.get(0)));
+      String line = LogRecords.line(lost.get(0));
+      assertTrue(line.contains("lost") && line.contains(key(revoked)), line);
       assertEquals(Optional.of(CancellationSignal.Cause.LEASE_LOST), signals.get(revoked).cause());
-    } finally {
-      log.removeHandler(handler);
-      log.setLevel(level);
     }
-  }
-
-  private static String line(LogRecord r) {
-    return r.getLevel() + " " + new SimpleFormatter().formatMessage(r);
   }
 }

@@ -8,10 +8,6 @@ import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import java.util.logging.Handler;
-import java.util.logging.LogRecord;
-import java.util.logging.Logger;
-import java.util.logging.SimpleFormatter;
 import org.junit.jupiter.api.DisplayName;
 import org.junit.jupiter.api.Test;
 
@@ -24,24 +20,10 @@ class KeyWaitTest {
   @Test
   @DisplayName("a lease for a key whose lost reconcile still runs waits in its slot, and is never started if lost meanwhile")
   void aLeaseLostWhileItWaitsForItsKeyNeverStarts() throws Exception {
-    Logger log = Logger.getLogger(Worker.class.getName());
-    List<String> lines = new CopyOnWriteArrayList<>();
-    Handler handler = new Handler() {
-      @Override
-      public void publish(LogRecord r) {
-        lines.add(new SimpleFormatter().formatMessage(r));
-      }
-
-      @Override
-      public void flush() {}
-
-      @Override
-      public void close() {}
-    };
-    log.addHandler(handler);
     CountDownLatch release = new CountDownLatch(1);
     List<Long> started = new CopyOnWriteArrayList<>();
-    try (FakeWorkServer fake = FakeWorkServer.start(FakeWorkServer.FinishAnswer.NONE);
+    try (LogRecords logs = new LogRecords(Worker.class);
+        FakeWorkServer fake = FakeWorkServer.start(FakeWorkServer.FinishAnswer.NONE);
         WorkqueueClient client = WorkqueueClient.connect(fake.target());
         Worker w = client.queue("default").start((req, signal) -> {
           started.add(req.lease().token());
@@ -57,7 +39,7 @@ class KeyWaitTest {
       eventually("the first reconcile to start", () -> started.size() == 1);
       fake.revoke("ns/a", 1, "revoked by the test"); // lost; its reconcile goes on
       fake.lease("ns/a", 2);
-      eventually("the second lease to wait for the key", () -> lines.stream().anyMatch(l -> l.contains("waiting for the earlier reconcile of ns/a")));
+      eventually("the second lease to wait for the key", () -> logs.messages().stream().anyMatch(l -> l.contains("waiting for the earlier reconcile of ns/a")));
       fake.revoke("ns/a", 2, "revoked by the test"); // lost while it waits
       eventually("the lost waiting lease answered", () -> fake.finished().contains("2 RETRY"));
       fake.lease("ns/a", 3);
@@ -71,8 +53,6 @@ class KeyWaitTest {
       List<String> finished = fake.finished();
       assertEquals("2 RETRY", finished.get(0));
       assertEquals(Set.of("1 RETRY", "3 SUCCESS"), Set.copyOf(finished.subList(1, 3)));
-    } finally {
-      log.removeHandler(handler);
     }
   }
 }

@@ -5,12 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.List;
-import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.logging.Handler;
 import java.util.logging.Level;
-import java.util.logging.LogRecord;
-import java.util.logging.Logger;
-import java.util.logging.SimpleFormatter;
 import org.junit.jupiter.api.DisplayName;
 import org.junit.jupiter.api.Test;
 import workqueue.v1.Workqueue.WorkRequest;
@@ -26,22 +21,8 @@ class LeaseEndedDuringWriteTest {
   @Test
   @DisplayName("a reconcile whose lease ended during a write is finished as lost, with one WARNING")
   void aLeaseEndedDuringAWriteIsFinishedAsLost() throws Exception {
-    List<Logger> loggers = List.of(Logger.getLogger(Session.class.getName()), Logger.getLogger(Worker.class.getName()));
-    List<LogRecord> records = new CopyOnWriteArrayList<>();
-    Handler handler = new Handler() {
-      @Override
-      public void publish(LogRecord r) {
-        records.add(r);
-      }
-
-      @Override
-      public void flush() {}
-
-      @Override
-      public void close() {}
-    };
-    loggers.forEach(l -> l.addHandler(handler));
-    try (FakeWorkServer fake = FakeWorkServer.start(FakeWorkServer.FinishAnswer.REFUSED_AS_STALE);
+    try (LogRecords records = new LogRecords(Session.class, Worker.class);
+        FakeWorkServer fake = FakeWorkServer.start(FakeWorkServer.FinishAnswer.REFUSED_AS_STALE);
         WorkqueueClient client = WorkqueueClient.connect(fake.target());
         Worker w = client.queue("default").start((req, signal) -> {
           throw new IllegalStateException("create the child of " + req.key(),
@@ -54,13 +35,10 @@ class LeaseEndedDuringWriteTest {
       assertEquals(7, finish.getToken());
       assertEquals("lease lost before the worker finished", finish.getRetry().getError(), finish.toString());
       Thread.sleep(200); // the refusal comes back, and is expected
-      List<String> loud = records.stream().filter(r -> r.getLevel().intValue() >= Level.WARNING.intValue())
-          .map(r -> r.getLevel() + " " + new SimpleFormatter().formatMessage(r)).toList();
+      List<String> loud = records.lines(Level.WARNING);
       assertEquals(1, loud.size(), loud.toString());
       assertTrue(loud.get(0).startsWith("WARNING") && loud.get(0).contains("ns/a") && loud.get(0).contains("queue default")
           && loud.get(0).contains("lost: lease ended during write"), loud.get(0));
-    } finally {
-      loggers.forEach(l -> l.removeHandler(handler));
     }
   }
 }

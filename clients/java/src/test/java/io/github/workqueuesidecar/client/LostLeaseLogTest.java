@@ -10,15 +10,10 @@ import java.time.Instant;
 import java.time.ZoneId;
 import java.time.ZoneOffset;
 import java.util.List;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
-import java.util.logging.Handler;
 import java.util.logging.Level;
-import java.util.logging.LogRecord;
-import java.util.logging.Logger;
-import java.util.logging.SimpleFormatter;
 import org.junit.jupiter.api.DisplayName;
 import org.junit.jupiter.api.Test;
 
@@ -33,7 +28,7 @@ class LostLeaseLogTest {
   void aRevokedLeaseIsOneWarning() throws Exception {
     CountDownLatch release = new CountDownLatch(1);
     AtomicReference<CancellationSignal> running = new AtomicReference<>();
-    try (Records records = new Records();
+    try (LogRecords records = new LogRecords(Session.class);
         FakeWorkServer fake = FakeWorkServer.start(FakeWorkServer.FinishAnswer.NONE);
         WorkqueueClient client = WorkqueueClient.connect(fake.target());
         Worker w = client.queue("default").start((req, signal) -> {
@@ -59,7 +54,7 @@ class LostLeaseLogTest {
     // The worker's clock jumps past the deadline inside the reconcile; the expiry timer, set by
     // real time to the lease's 30 s, cannot run first, so the loss is seen when the result comes.
     SteppedClock clock = new SteppedClock();
-    try (Records records = new Records();
+    try (LogRecords records = new LogRecords(Session.class);
         FakeWorkServer fake = FakeWorkServer.start(FakeWorkServer.FinishAnswer.NONE);
         WorkqueueClient client = WorkqueueClient.connect(fake.target());
         Worker w = new Worker(client.queue("default"), (req, signal) -> {
@@ -75,44 +70,12 @@ class LostLeaseLogTest {
   }
 
   /** The lease of ns/a was lost once: one WARNING that says why; the discarded result at DEBUG. */
-  private static void assertOneLossWarningThenDebug(Records records, String why) {
+  private static void assertOneLossWarningThenDebug(LogRecords records, String why) {
     List<String> loud = records.lines(Level.INFO).stream().filter(l -> l.contains("ns/a")).toList();
     assertEquals(1, loud.size(), loud.toString());
     assertTrue(loud.get(0).startsWith("WARNING") && loud.get(0).contains("ns/a") && loud.get(0).contains(why), loud.get(0));
     assertTrue(records.lines(Level.FINE).stream().anyMatch(l -> l.startsWith("FINE") && l.contains("ns/a") && l.contains("result discarded")),
         () -> "the discarded result was not logged at DEBUG: " + records.lines(Level.ALL));
-  }
-
-  /** Every record of the session's logger, at every level, while open. */
-  private static final class Records extends Handler implements AutoCloseable {
-    private final Logger log = Logger.getLogger(Session.class.getName());
-    private final Level level = log.getLevel();
-    private final List<LogRecord> records = new CopyOnWriteArrayList<>();
-
-    Records() {
-      log.setLevel(Level.ALL);
-      log.addHandler(this);
-    }
-
-    /** Each record at {@code least} or above, as "LEVEL message". */
-    List<String> lines(Level least) {
-      return records.stream().filter(r -> r.getLevel().intValue() >= least.intValue())
-          .map(r -> r.getLevel() + " " + new SimpleFormatter().formatMessage(r)).toList();
-    }
-
-    @Override
-    public void publish(LogRecord r) {
-      records.add(r);
-    }
-
-    @Override
-    public void flush() {}
-
-    @Override
-    public void close() {
-      log.removeHandler(this);
-      log.setLevel(level);
-    }
   }
 
   /** A clock the test moves forward; it stands still otherwise. */
