@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 
 import grpc
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from conftest import eventually
 from workqueue_sidecar import LeaseEndedDuringWriteError, Request
 from workqueue_sidecar.v1 import workqueue_pb2 as pb
-from workqueue_sidecar.worker import Worker, _Held, _Stream
+from workqueue_sidecar.worker import Reconcile, Worker, _Held, _Stream
 
 
 def _stream(reconciled: list[str], concurrency: int = 1) -> _Stream:
@@ -205,6 +206,27 @@ async def test_leases_asked_back_should_be_cancelled_and_logged_at_debug(
         stream.tick.cancel()
 
 
+async def _finish_one(
+    reconcile: Reconcile, meanwhile: Callable[[_Stream], Awaitable[None]] | None = None
+) -> tuple[_Stream, pb.WorkRequest.Finish]:
+    """Runs one lease (ns/a, token 7) through a pool task whose reconcile is
+    ``reconcile``; ``meanwhile`` runs once the task is started. Returns the
+    stream and the lease's one Finish."""
+    stream = _stream([])
+    stream.worker.reconcile = reconcile
+    stream.ready.put_nowait(_hold(stream, "ns/a", 7, ttl=30))
+    task = asyncio.create_task(stream._work())
+    try:
+        if meanwhile is not None:
+            await meanwhile(stream)
+        await eventually(lambda: stream.outbox.qsize() == 1, timeout=5)
+    finally:
+        stream.closing = True
+        task.cancel()
+    [message] = _sent(stream)
+    return stream, message.finish
+
+
 async def test_a_lease_lost_while_its_reconcile_runs_should_be_warned_of_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -220,22 +242,14 @@ async def test_a_lease_lost_while_its_reconcile_runs_should_be_warned_of_once(
         except asyncio.CancelledError:
             pass  # and returns: a result after the loss
 
-    stream = _stream([])
-    stream.worker.reconcile = reconcile
-    held = _hold(stream, "ns/a", 7, ttl=30)
-    stream.ready.put_nowait(held)
-    task = asyncio.create_task(stream._work())
-    try:
+    async def revoke(stream: _Stream) -> None:
         await asyncio.wait_for(reconciling.wait(), 5)
         revoked = pb.WorkResponse()
         revoked.cancel.key, revoked.cancel.token, revoked.cancel.revoked = "ns/a", 7, True
         revoked.cancel.message = "leadership lost"
         stream._dispatch(revoked)
-        await eventually(lambda: stream.outbox.qsize() == 1, timeout=5)
-    finally:
-        stream.closing = True
-        task.cancel()
-    [finish] = [m.finish for m in _sent(stream)]
+
+    _, finish = await _finish_one(reconcile, revoke)
     assert finish.retry.error == "lease lost: leadership lost"
     loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(loud) == 1, [r.getMessage() for r in loud]
@@ -256,17 +270,7 @@ async def test_a_reconcile_whose_lease_ended_during_a_write_should_be_finished_a
         except LeaseEndedDuringWriteError as err:
             raise RuntimeError(f"create the child of {request.key}") from err
 
-    stream = _stream([])
-    stream.worker.reconcile = reconcile
-    held = _hold(stream, "ns/a", 7, ttl=30)
-    stream.ready.put_nowait(held)
-    task = asyncio.create_task(stream._work())
-    try:
-        await eventually(lambda: stream.outbox.qsize() == 1, timeout=5)
-    finally:
-        stream.closing = True
-        task.cancel()
-    [finish] = [m.finish for m in _sent(stream)]
+    stream, finish = await _finish_one(reconcile)
     assert (finish.key, finish.token, finish.WhichOneof("outcome")) == ("ns/a", 7, "retry")
     assert finish.retry.error == "lease lost: lease ended during write"
     assert stream.lost_finishes.tokens() == {7}
