@@ -79,7 +79,11 @@ QUEUE_WHY_PER_ITEM = (
     "The section measures the one-thread shape since (its row `in the sidecar's shape`): in its first run, "
     "on 2026-11-27 at `71fb561`, 0.376-0.397 µs per item at N = 1-8, which is 0.82-1.13x client-go's (c) "
     "and 4.0-4.3x faster than controller-runtime's in the same run. The targets stay read from (c), the "
-    "shape issue 8 set them on, with client-go's benchmark."
+    "shape issue 8 set them on, with client-go's benchmark. The run of 2026-11-28 at `9718dff` (after a "
+    "branch for writes out in the lease sweep and adds counted when queued) found every side slower than "
+    "the run before it at `40978e0`: client-go 0.384 against 0.290 µs per key, controller-runtime 2.22 "
+    "against 1.53, ours 0.426 against 0.356 (1.20x, client-go's 1.32x, controller-runtime's 1.45x), so "
+    "the machine moved, and the ratios in (c) went from 1.23-1.50x client-go's to 1.09-1.59x."
 )
 
 QUEUE_WHY_WAKE = (
