@@ -1,7 +1,7 @@
 //! The stale-read guard against the real control plane: a reconcile never reads a cache older than its own
 //! last write through the sidecar, a read right after a write sees it, a write under a lost lease is
 //! refused and not made, and a lease does not end while a write under it waits for the API server,
-//! even one whose caller gave up on it.
+//! even one whose caller gave up on it; writes so carried on are bounded.
 //!
 //! Needs `WQS_KUBECONFIG`: `hack/control-plane up && eval "$(hack/control-plane env)"`.
 
@@ -16,7 +16,7 @@ use support::proxy::{Proxy, apiserver_port, kubeconfig_via};
 use tonic::Code;
 use tonic::transport::Channel;
 use workqueue_sidecar::grpc::pb;
-use workqueue_sidecar::objects::ObjectWriter;
+use workqueue_sidecar::objects::{MAX_WRITES_OUT, ObjectWriter};
 
 use pb::cache_service_client::CacheServiceClient;
 use pb::object_service_client::ObjectServiceClient;
@@ -128,14 +128,16 @@ async fn start(
     prefix: &str,
     queue_fields: &str,
 ) -> (TestNamespace, Clients, (Sidecar, tokio::sync::watch::Sender<bool>)) {
-    start_with(control_plane::client().await, prefix, queue_fields).await
+    start_with(control_plane::client().await, prefix, queue_fields, MAX_WRITES_OUT).await
 }
 
-/// As `start`, the sidecar reaching the API server through `client`.
+/// As `start`, the sidecar reaching the API server through `client`, with at most
+/// `max_writes_out` writes out at once.
 async fn start_with(
     client: kube::Client,
     prefix: &str,
     queue_fields: &str,
+    max_writes_out: usize,
 ) -> (TestNamespace, Clients, (Sidecar, tokio::sync::watch::Sender<bool>)) {
     let ns = TestNamespace::create(&client, prefix).await;
     let yaml = format!(
@@ -144,7 +146,8 @@ async fn start_with(
     );
     let mut sidecar = Sidecar::start(&client, &yaml).await;
     sidecar.synced().await;
-    let (channel, stop) = sidecar.serve_grpc(Some(ObjectWriter::new(client.clone(), "tests".into()))).await;
+    let writer = ObjectWriter::with_max_out(client.clone(), "tests".into(), max_writes_out);
+    let (channel, stop) = sidecar.serve_grpc(Some(writer)).await;
     (ns, Clients::new(channel), (sidecar, stop))
 }
 
@@ -153,12 +156,21 @@ async fn start_behind_proxy(
     prefix: &str,
     queue_fields: &str,
 ) -> (Proxy, TestNamespace, Clients, (Sidecar, tokio::sync::watch::Sender<bool>)) {
+    start_behind_proxy_with(prefix, queue_fields, MAX_WRITES_OUT).await
+}
+
+/// As `start_behind_proxy`, with at most `max_writes_out` writes out at once.
+async fn start_behind_proxy_with(
+    prefix: &str,
+    queue_fields: &str,
+    max_writes_out: usize,
+) -> (Proxy, TestNamespace, Clients, (Sidecar, tokio::sync::watch::Sender<bool>)) {
     let proxy = Proxy::start(apiserver_port()).await;
     let dir = std::env::temp_dir().join(control_plane::unique_name(prefix));
     std::fs::create_dir_all(&dir).unwrap();
     let client = control_plane::client_from(&kubeconfig_via(proxy.port, &dir)).await.unwrap();
     let _ = std::fs::remove_dir_all(&dir);
-    let (ns, clients, running) = start_with(client, prefix, queue_fields).await;
+    let (ns, clients, running) = start_with(client, prefix, queue_fields, max_writes_out).await;
     (proxy, ns, clients, running)
 }
 
@@ -419,6 +431,55 @@ async fn k8s_a_write_whose_caller_gave_up_should_still_hold_the_key_until_the_ap
 
     proxy.restore();
     next_lease_sees_the_write(&mut clients, other).await;
+}
+
+/// Writes whose callers gave up run on until the API server answers, so they are bounded: with
+/// every slot taken by such writes to a stalled API server, the next write is refused at once
+/// (UNAVAILABLE, TOO_MANY_WRITES_OUT), not left to pile up; once the API server answers, writes
+/// go through again. Unbounded, a caller retrying against an API server that did not answer added
+/// a write (and a connection) per try, each kept for up to the client's 295 s read timeout.
+#[tokio::test]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
+async fn k8s_writes_carried_on_after_their_callers_gave_up_should_be_bounded() {
+    const MAX_OUT: usize = 2;
+    let (proxy, ns, mut clients, _running) = start_behind_proxy_with("writes-out", "", MAX_OUT).await;
+    create_counter(&mut clients, ns.name(), "bounded").await;
+
+    proxy.stall();
+    for value in 1..=MAX_OUT as u64 {
+        let mut write = tonic::Request::new(counter_patch(ns.name(), "bounded", value, None));
+        write.set_timeout(Duration::from_millis(300));
+        let given_up = clients.objects.patch_object(write).await.unwrap_err();
+        assert!(matches!(given_up.code(), Code::DeadlineExceeded | Code::Cancelled), "{given_up:?}");
+    }
+    // Sent to the stalled API server, this write would outlive its deadline; refused, it returns first.
+    let mut write = tonic::Request::new(counter_patch(ns.name(), "bounded", 100, None));
+    write.set_timeout(Duration::from_secs(5));
+    let refused = clients.objects.patch_object(write).await.unwrap_err();
+    assert_too_many_writes_out(&refused);
+
+    proxy.restore();
+    let mut refusals = 0;
+    let written = loop {
+        match clients.write_counter(ns.name(), "bounded", 7, None).await {
+            Ok(version) => break version,
+            Err(refused) if refusals < 100 => {
+                // The writes out may not have their answers yet.
+                assert_too_many_writes_out(&refused);
+                refusals += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(status) => panic!("still refused 10 s after the API server answered again: {status:?}"),
+        }
+    };
+    assert!(!written.is_empty(), "the API server's answer has the object's resourceVersion");
+}
+
+fn assert_too_many_writes_out(refused: &tonic::Status) {
+    assert_eq!(refused.code(), Code::Unavailable, "{refused:?}");
+    assert!(refused.message().contains("writes to the API server are still unanswered"), "{refused:?}");
+    let info = tonic_types::StatusExt::get_details_error_info(refused).expect("an ErrorInfo");
+    assert_eq!((info.domain.as_str(), info.reason.as_str()), ("workqueue-sidecar", "TOO_MANY_WRITES_OUT"));
 }
 
 /// An object deleted and created again under its name, both through the sidecar: a read after

@@ -14,7 +14,8 @@ pub const KUBERNETES_ERROR_DOMAIN: &str = "k8s.io";
 /// The `domain` of the ErrorInfo detail of the sidecar's own refusals that
 /// share a code with others: `STALE_LEASE` and `NO_KUBERNETES` (both
 /// FAILED_PRECONDITION), `LEASE_ENDED_DURING_WRITE` (ABORTED, as the API
-/// server's conflicts).
+/// server's conflicts), `TOO_MANY_WRITES_OUT` (UNAVAILABLE, as an API server
+/// that does not answer).
 pub const SIDECAR_ERROR_DOMAIN: &str = "workqueue-sidecar";
 
 /// Why a request was refused before or by the queue.
@@ -77,6 +78,7 @@ impl From<ApiError> for Status {
             ApiError::Queue(QueueError::StaleToken { .. }) => sidecar_refusal(code, message, "STALE_LEASE"),
             ApiError::NoKubernetes => sidecar_refusal(code, message, "NO_KUBERNETES"),
             ApiError::LeaseEnded(_) => sidecar_refusal(code, message, "LEASE_ENDED_DURING_WRITE"),
+            ApiError::Write(WriteError::TooManyOut { .. }) => sidecar_refusal(code, message, "TOO_MANY_WRITES_OUT"),
             _ => Status::new(code, message),
         }
     }
@@ -137,7 +139,7 @@ pub fn code_of(err: &ApiError) -> Code {
             WriteError::BadRequest { .. } => Code::InvalidArgument,
             WriteError::Refused(refusal) if refusal.is_apply_outside_schema() => Code::InvalidArgument,
             WriteError::Refused(refusal) => code_of_http(refusal.http_status),
-            WriteError::Unreachable(_) => Code::Unavailable,
+            WriteError::Unreachable(_) | WriteError::TooManyOut { .. } => Code::Unavailable,
         },
         ApiError::NoKubernetes => Code::FailedPrecondition,
         // Like a failed precondition of the API server's (409): the write
@@ -222,6 +224,7 @@ mod tests {
             (WriteError::UnknownKind { api_version: "a/v1".into(), kind: "B".into() }.into(), Code::NotFound),
             (WriteError::BadRequest { field: "json", problem: "x".into() }.into(), Code::InvalidArgument),
             (WriteError::Unreachable("refused".into()).into(), Code::Unavailable),
+            (WriteError::TooManyOut { limit: 256 }.into(), Code::Unavailable),
             (ApiError::NoKubernetes, Code::FailedPrecondition),
         ];
         for (err, code) in cases {

@@ -18,6 +18,12 @@ pub enum WriteError {
     /// The API server could not be reached, or did not answer in time.
     #[error("the API server could not be reached: {0}")]
     Unreachable(String),
+    /// Every slot of writes out was taken: nothing was sent.
+    #[error(
+        "{limit} writes to the API server are still unanswered (it is slow or not answering, and a write runs on to \
+         its answer even when its caller gave up): nothing was sent; try again later"
+    )]
+    TooManyOut { limit: usize },
 }
 
 /// What the API server said when it refused a write.

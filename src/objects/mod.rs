@@ -10,6 +10,7 @@
 mod error;
 mod finalizer;
 mod kinds;
+mod write_slots;
 
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy};
@@ -19,6 +20,8 @@ pub use error::{Cause, Refusal, WriteError};
 pub use finalizer::FinalizerChange;
 pub use kinds::KindRef;
 use kinds::Kinds;
+pub use write_slots::MAX_WRITES_OUT;
+use write_slots::WriteSlots;
 
 /// One object of one kind: where a write goes.
 #[derive(Debug, Clone)]
@@ -75,11 +78,20 @@ pub struct ObjectWriter {
     kinds: Kinds,
     /// Used when a request names no field manager.
     field_manager: String,
+    /// Every write, from its first request to its answer, holds one.
+    slots: WriteSlots,
 }
 
 impl ObjectWriter {
+    /// A writer with at most [`MAX_WRITES_OUT`] writes out at once.
     pub fn new(client: Client, field_manager: String) -> Self {
-        ObjectWriter { kinds: Kinds::new(client.clone()), client, field_manager }
+        Self::with_max_out(client, field_manager, MAX_WRITES_OUT)
+    }
+
+    /// A writer with at most `max_out` writes out at once; the next is refused
+    /// ([`WriteError::TooManyOut`]) until one has its answer.
+    pub fn with_max_out(client: Client, field_manager: String, max_out: usize) -> Self {
+        ObjectWriter { kinds: Kinds::new(client.clone()), client, field_manager, slots: WriteSlots::new(max_out) }
     }
 
     /// Server-side apply of `object`, which names the fields to own. Missing
@@ -92,6 +104,7 @@ impl ObjectWriter {
         field_manager: Option<&str>,
         force: bool,
     ) -> Result<DynamicObject, WriteError> {
+        let _slot = self.slots.take()?;
         let api = self.api(&target.kind, target.namespace.as_deref()).await?;
         fill_identity(&mut object, &target.kind, target.namespace.as_deref(), Some(&target.name))?;
         let mut params = PatchParams::apply(field_manager.unwrap_or(&self.field_manager));
@@ -107,6 +120,7 @@ impl ObjectWriter {
         status: bool,
         field_manager: Option<&str>,
     ) -> Result<DynamicObject, WriteError> {
+        let _slot = self.slots.take()?;
         let api = self.api(&target.kind, target.namespace.as_deref()).await?;
         let params = PatchParams { field_manager: Some(self.manager(field_manager)), ..PatchParams::default() };
         let patch: Patch<Value> = match patch {
@@ -128,6 +142,7 @@ impl ObjectWriter {
         mut object: Value,
         field_manager: Option<&str>,
     ) -> Result<DynamicObject, WriteError> {
+        let _slot = self.slots.take()?;
         let api = self.api(kind, namespace).await?;
         fill_identity(&mut object, kind, namespace, None)?;
         let object: DynamicObject = serde_json::from_value(object)
@@ -138,6 +153,7 @@ impl ObjectWriter {
 
     /// Deletes the object; it may stay, marked, while finalizers hold it.
     pub async fn delete(&self, target: &ObjectRef, options: DeleteOptions) -> Result<Deleted, WriteError> {
+        let _slot = self.slots.take()?;
         let api = self.api(&target.kind, target.namespace.as_deref()).await?;
         let preconditions = (options.uid.is_some() || options.resource_version.is_some())
             .then_some(Preconditions { uid: options.uid, resource_version: options.resource_version });

@@ -64,7 +64,10 @@ const (
 // worker no longer holds is FAILED_PRECONDITION and is not made. The
 // sidecar's own FAILED_PRECONDITIONs carry a google.rpc.ErrorInfo with
 // domain "workqueue-sidecar" and reason "STALE_LEASE" (that lease) or
-// "NO_KUBERNETES" (a standalone sidecar).
+// "NO_KUBERNETES" (a standalone sidecar). At most 256 writes are out to the
+// API server at once (one whose caller gave up counts until its answer); a
+// write past that is not sent and is UNAVAILABLE with reason
+// "TOO_MANY_WRITES_OUT" in the same domain: retry it later.
 //
 // Writes under a lease, and reads after writes: a write may name the lease
 // it is made under (lease). The sidecar then makes it only while that lease
@@ -186,7 +189,10 @@ func (c *objectServiceClient) DeleteObject(ctx context.Context, in *DeleteObject
 // worker no longer holds is FAILED_PRECONDITION and is not made. The
 // sidecar's own FAILED_PRECONDITIONs carry a google.rpc.ErrorInfo with
 // domain "workqueue-sidecar" and reason "STALE_LEASE" (that lease) or
-// "NO_KUBERNETES" (a standalone sidecar).
+// "NO_KUBERNETES" (a standalone sidecar). At most 256 writes are out to the
+// API server at once (one whose caller gave up counts until its answer); a
+// write past that is not sent and is UNAVAILABLE with reason
+// "TOO_MANY_WRITES_OUT" in the same domain: retry it later.
 //
 // Writes under a lease, and reads after writes: a write may name the lease
 // it is made under (lease). The sidecar then makes it only while that lease

@@ -60,7 +60,10 @@ class ObjectServiceStub:
     worker no longer holds is FAILED_PRECONDITION and is not made. The
     sidecar's own FAILED_PRECONDITIONs carry a google.rpc.ErrorInfo with
     domain "workqueue-sidecar" and reason "STALE_LEASE" (that lease) or
-    "NO_KUBERNETES" (a standalone sidecar).
+    "NO_KUBERNETES" (a standalone sidecar). At most 256 writes are out to the
+    API server at once (one whose caller gave up counts until its answer); a
+    write past that is not sent and is UNAVAILABLE with reason
+    "TOO_MANY_WRITES_OUT" in the same domain: retry it later.
 
     Writes under a lease, and reads after writes: a write may name the lease
     it is made under (lease). The sidecar then makes it only while that lease
@@ -146,7 +149,10 @@ class ObjectServiceServicer:
     worker no longer holds is FAILED_PRECONDITION and is not made. The
     sidecar's own FAILED_PRECONDITIONs carry a google.rpc.ErrorInfo with
     domain "workqueue-sidecar" and reason "STALE_LEASE" (that lease) or
-    "NO_KUBERNETES" (a standalone sidecar).
+    "NO_KUBERNETES" (a standalone sidecar). At most 256 writes are out to the
+    API server at once (one whose caller gave up counts until its answer); a
+    write past that is not sent and is UNAVAILABLE with reason
+    "TOO_MANY_WRITES_OUT" in the same domain: retry it later.
 
     Writes under a lease, and reads after writes: a write may name the lease
     it is made under (lease). The sidecar then makes it only while that lease
@@ -267,7 +273,10 @@ class ObjectService:
     worker no longer holds is FAILED_PRECONDITION and is not made. The
     sidecar's own FAILED_PRECONDITIONs carry a google.rpc.ErrorInfo with
     domain "workqueue-sidecar" and reason "STALE_LEASE" (that lease) or
-    "NO_KUBERNETES" (a standalone sidecar).
+    "NO_KUBERNETES" (a standalone sidecar). At most 256 writes are out to the
+    API server at once (one whose caller gave up counts until its answer); a
+    write past that is not sent and is UNAVAILABLE with reason
+    "TOO_MANY_WRITES_OUT" in the same domain: retry it later.
 
     Writes under a lease, and reads after writes: a write may name the lease
     it is made under (lease). The sidecar then makes it only while that lease
