@@ -11,9 +11,10 @@ use tokio::sync::{Semaphore, SemaphorePermit, TryAcquireError};
 
 use super::error::WriteError;
 
-/// Writes out at once, at most: above what one controller's workers write
-/// concurrently (a few to a few dozen), and above what the API server's
-/// priority and fairness lets one client run at once, which queues the rest.
+/// Writes out at once, at most: well above what a controller's workers
+/// write concurrently (one write each at a time, and a few to a few dozen
+/// workers), so only writes left behind by callers that gave up reach it.
+/// Not measured against a real workload: a choice, to be a flag if one needs more.
 pub const MAX_WRITES_OUT: usize = 256;
 
 /// The slots of writes out to the API server.
