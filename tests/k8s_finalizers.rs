@@ -18,7 +18,7 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 use workqueue_sidecar::grpc::pb::{self, work_request, work_response};
-use workqueue_sidecar::objects::ObjectWriter;
+use workqueue_sidecar::objects::{MAX_WRITES_OUT, ObjectWriter};
 
 use pb::work_queue_service_client::WorkQueueServiceClient;
 
@@ -32,9 +32,19 @@ fn config(namespace: &str) -> String {
 }
 
 async fn start(client: &kube::Client, namespace: &str) -> (Sidecar, WorkQueueServiceClient<Channel>, impl Drop) {
+    start_with(client, namespace, MAX_WRITES_OUT).await
+}
+
+/// As `start`, with at most `max_writes_out` writes out to the API server at once.
+async fn start_with(
+    client: &kube::Client,
+    namespace: &str,
+    max_writes_out: usize,
+) -> (Sidecar, WorkQueueServiceClient<Channel>, impl Drop) {
     let mut sidecar = Sidecar::start(client, &config(namespace)).await;
     sidecar.synced().await;
-    let (channel, stop) = sidecar.serve_grpc(Some(ObjectWriter::new(client.clone(), "tests".into()))).await;
+    let writer = ObjectWriter::with_max_out(client.clone(), "tests".into(), max_writes_out);
+    let (channel, stop) = sidecar.serve_grpc(Some(writer)).await;
     (sidecar, WorkQueueServiceClient::new(channel), StopOnDrop(Some(stop)))
 }
 
@@ -200,4 +210,36 @@ async fn k8s_the_work_stream_should_add_and_remove_a_declared_finalizer_too() {
         }
     }
     wait_gone(&api, "c").await;
+}
+
+/// A declared finalizer is a write like any other: past the bound on writes
+/// out it is not sent, and the lease goes back as a retry instead of to the
+/// worker, so nothing is reconciled without its finalizer. (Bound at 0 here,
+/// so every finalizer write is refused; with the bound skipped for
+/// finalizers, the lease would go out with the finalizer added.)
+#[tokio::test]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
+async fn k8s_a_declared_finalizer_past_the_bound_on_writes_out_should_send_the_lease_back_as_a_retry() {
+    let client = control_plane::client().await;
+    let ns = TestNamespace::create(&client, "finalizers-bound").await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
+    create(&api, "d").await;
+    let (_sidecar, mut queue, _stop) = start_with(&client, ns.name(), 0).await;
+
+    let request = pb::GetRequest {
+        queue: "q".into(),
+        worker: "test".into(),
+        max_keys: 1,
+        wait: Some(prost_types::Duration { seconds: 2, nanos: 0 }),
+        ..Default::default()
+    };
+    let leases = queue.get(request).await.unwrap().into_inner().leases;
+    assert!(leases.is_empty(), "a lease went out: its finalizer write was not refused: {leases:?}");
+
+    let key = format!("{}/d", ns.name());
+    let state = queue.key_state(pb::KeyStateRequest { queue: "q".into(), key }).await.unwrap().into_inner();
+    assert!(state.failures >= 1, "each refused finalizer write counts as a failure: {state:?}");
+    assert!(state.last_error.starts_with(&format!("adding finalizer {FINALIZER}: ")), "{state:?}");
+    assert!(state.last_error.contains("writes to the API server are still unanswered"), "{state:?}");
+    assert_eq!(finalizers(&api, "d").await.unwrap(), Vec::<String>::new(), "nothing was written");
 }

@@ -53,7 +53,6 @@ impl ObjectWriter {
         adding: bool,
         edit: impl Fn(&mut Vec<String>) -> bool,
     ) -> Result<FinalizerChange, WriteError> {
-        let _slot = self.slots.take()?;
         let api = self.api(&target.kind, target.namespace.as_deref()).await?;
         let params = PatchParams { field_manager: Some(self.field_manager.clone()), ..PatchParams::default() };
         let mut attempt = 0;

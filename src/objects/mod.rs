@@ -3,6 +3,7 @@
 //! - [`kinds`]: apiVersion and kind to the API resource and its scope, by discovery, remembered.
 //! - [`error`]: why a write failed, sorted from what the Kubernetes client said.
 //! - [`finalizer`]: a declared finalizer added to or removed from an object, guarded by its resourceVersion.
+//! - [`write_slots`]: the bound on writes out to the API server at once.
 //!
 //! Requests arrive parsed (see `grpc/object_service.rs`): the JSON is a
 //! `serde_json` value, the patch a JSON merge or JSON patch value.
@@ -12,9 +13,12 @@ mod finalizer;
 mod kinds;
 mod write_slots;
 
+use std::ops::Deref;
+
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy};
 use serde_json::Value;
+use tokio::sync::SemaphorePermit;
 
 pub use error::{Cause, Refusal, WriteError};
 pub use finalizer::FinalizerChange;
@@ -104,7 +108,6 @@ impl ObjectWriter {
         field_manager: Option<&str>,
         force: bool,
     ) -> Result<DynamicObject, WriteError> {
-        let _slot = self.slots.take()?;
         let api = self.api(&target.kind, target.namespace.as_deref()).await?;
         fill_identity(&mut object, &target.kind, target.namespace.as_deref(), Some(&target.name))?;
         let mut params = PatchParams::apply(field_manager.unwrap_or(&self.field_manager));
@@ -120,7 +123,6 @@ impl ObjectWriter {
         status: bool,
         field_manager: Option<&str>,
     ) -> Result<DynamicObject, WriteError> {
-        let _slot = self.slots.take()?;
         let api = self.api(&target.kind, target.namespace.as_deref()).await?;
         let params = PatchParams { field_manager: Some(self.manager(field_manager)), ..PatchParams::default() };
         let patch: Patch<Value> = match patch {
@@ -142,7 +144,6 @@ impl ObjectWriter {
         mut object: Value,
         field_manager: Option<&str>,
     ) -> Result<DynamicObject, WriteError> {
-        let _slot = self.slots.take()?;
         let api = self.api(kind, namespace).await?;
         fill_identity(&mut object, kind, namespace, None)?;
         let object: DynamicObject = serde_json::from_value(object)
@@ -153,7 +154,6 @@ impl ObjectWriter {
 
     /// Deletes the object; it may stay, marked, while finalizers hold it.
     pub async fn delete(&self, target: &ObjectRef, options: DeleteOptions) -> Result<Deleted, WriteError> {
-        let _slot = self.slots.take()?;
         let api = self.api(&target.kind, target.namespace.as_deref()).await?;
         let preconditions = (options.uid.is_some() || options.resource_version.is_some())
             .then_some(Preconditions { uid: options.uid, resource_version: options.resource_version });
@@ -178,8 +178,11 @@ impl ObjectWriter {
         asked.unwrap_or(&self.field_manager).to_owned()
     }
 
-    /// The API of `kind` in `namespace`, checked against the kind's scope.
-    async fn api(&self, kind: &KindRef, namespace: Option<&str>) -> Result<Api<DynamicObject>, WriteError> {
+    /// The API of `kind` in `namespace`, checked against the kind's scope,
+    /// with a write slot held until the returned value is dropped. Every write
+    /// reaches the API server through here, so none can skip the bound.
+    async fn api(&self, kind: &KindRef, namespace: Option<&str>) -> Result<SlottedApi<'_>, WriteError> {
+        let slot = self.slots.take()?;
         let resolved = self.kinds.resolve(kind).await?;
         let api = match (resolved.namespaced, namespace) {
             (true, Some(namespace)) => Api::namespaced_with(self.client.clone(), namespace, &resolved.resource),
@@ -197,7 +200,22 @@ impl ObjectWriter {
                 });
             }
         };
-        Ok(api)
+        Ok(SlottedApi { api, _slot: slot })
+    }
+}
+
+/// A kind's API, borrowed with one of the writer's slots: the write that
+/// uses it holds the slot until its answer, when this is dropped.
+struct SlottedApi<'a> {
+    api: Api<DynamicObject>,
+    _slot: SemaphorePermit<'a>,
+}
+
+impl Deref for SlottedApi<'_> {
+    type Target = Api<DynamicObject>;
+
+    fn deref(&self) -> &Api<DynamicObject> {
+        &self.api
     }
 }
 
