@@ -16,6 +16,7 @@ from workqueue_sidecar import (
     Result,
     ShuttingDownError,
     StaleLeaseError,
+    UnavailableError,
     UnknownInformerError,
     UnknownQueueError,
     WorkqueueError,
@@ -47,6 +48,12 @@ def test_status_codes_should_map_to_exceptions_by_service() -> None:
     assert type(error_for(grpc.StatusCode.NOT_FOUND, "x", "cache")) is UnknownInformerError
     assert type(error_for(grpc.StatusCode.UNAVAILABLE, "x")) is ShuttingDownError
     assert type(error_for(grpc.StatusCode.DEADLINE_EXCEEDED, "x", "cache")) is CacheNotReadyError
+    assert type(error_for(grpc.StatusCode.UNAVAILABLE, "x", "cache")) is CacheNotReadyError
+    # A write's UNAVAILABLE is neither a queue shutting down nor a cache not ready.
+    too_many = error_for(grpc.StatusCode.UNAVAILABLE, "256 writes still unanswered", "object", reason="TOO_MANY_WRITES_OUT")
+    assert type(too_many) is UnavailableError and too_many.reason == "TOO_MANY_WRITES_OUT"
+    assert type(error_for(grpc.StatusCode.UNAVAILABLE, "503", "object", reason="ServiceUnavailable")) is UnavailableError
+    assert all(issubclass(cls, UnavailableError) for cls in (ShuttingDownError, CacheNotReadyError))
     assert type(error_for_number(9, "stale")) is StaleLeaseError
     assert type(error_for(grpc.StatusCode.INTERNAL, "x")) is WorkqueueError
     assert str(error_for(grpc.StatusCode.INTERNAL, "")) == "INTERNAL"

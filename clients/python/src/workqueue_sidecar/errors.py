@@ -13,7 +13,8 @@ Service = Literal["queue", "cache", "object"]
 #: The ErrorInfo domain of the API server's refusals, as the sidecar sends them.
 KUBERNETES_ERROR_DOMAIN = "k8s.io"
 #: The ErrorInfo domain of the sidecar's own refusals that share a code with
-#: others (reasons ``STALE_LEASE``, ``NO_KUBERNETES`` and ``LEASE_ENDED_DURING_WRITE``).
+#: others (reasons ``STALE_LEASE``, ``NO_KUBERNETES``, ``LEASE_ENDED_DURING_WRITE`` and
+#: ``TOO_MANY_WRITES_OUT``).
 SIDECAR_ERROR_DOMAIN = "workqueue-sidecar"
 
 
@@ -110,12 +111,19 @@ class StaleLeaseError(WorkqueueError):
     that lease was not made."""
 
 
-class ShuttingDownError(WorkqueueError):
+class UnavailableError(WorkqueueError):
+    """The call cannot be served now (UNAVAILABLE); retry later. Raised as itself for
+    a write: the API server is unreachable or answered 429, 500 or 503, or too many
+    writes to it are still unanswered (the sidecar's reason ``TOO_MANY_WRITES_OUT``,
+    nothing was sent). ``ShuttingDownError`` and ``CacheNotReadyError`` are ones too."""
+
+
+class ShuttingDownError(UnavailableError):
     """The sidecar cannot serve the queue now (UNAVAILABLE): the queue is shutting
     down, this sidecar is not the leader, or the sidecar cannot be reached. Retry later."""
 
 
-class CacheNotReadyError(WorkqueueError):
+class CacheNotReadyError(UnavailableError):
     """A cache read could not be served in time: the informer has not finished its
     initial list (UNAVAILABLE) or has not reached ``min_resource_version`` (DEADLINE_EXCEEDED)."""
 
@@ -166,7 +174,7 @@ def error_for(
     elif code == grpc.StatusCode.NOT_FOUND:
         cls = UnknownQueueError if service == "queue" else UnknownInformerError
     elif code == grpc.StatusCode.UNAVAILABLE:
-        cls = ShuttingDownError if service == "queue" else CacheNotReadyError
+        cls = {"queue": ShuttingDownError, "cache": CacheNotReadyError, "object": UnavailableError}[service]
     elif code == grpc.StatusCode.DEADLINE_EXCEEDED and service == "cache":
         cls = CacheNotReadyError
     else:
