@@ -67,7 +67,10 @@ var (
 
 	// ErrUnavailable: the queue is shutting down, this sidecar is not the
 	// leader, an informer has not synced yet, or the sidecar cannot be
-	// reached (UNAVAILABLE). Worth retrying later.
+	// reached; for a write, the API server is unreachable or answered 429,
+	// 500 or 503, or too many writes to it are still unanswered (sidecar
+	// reason TOO_MANY_WRITES_OUT: nothing was sent) (UNAVAILABLE). Worth
+	// retrying later.
 	ErrUnavailable = errors.New("sidecar unavailable")
 
 	// ErrInvalidArgument: an empty or oversized key, a negative delay, a

@@ -57,6 +57,8 @@ func TestObjectServiceErrorsMatchTheirSentinels(t *testing.T) {
 			`the write was made, but the lease on "default/a" of queue "q" ended before the API server answered it`),
 			[]error{ErrLeaseEndedDuringWrite, ErrConflict}, []error{ErrAlreadyExists, ErrStaleLease}},
 		{"unavailable", refusal(t, codes.Unavailable, "ServiceUnavailable", "503"), []error{ErrUnavailable}, nil},
+		{"too many writes out", sidecarRefusal(t, codes.Unavailable, "TOO_MANY_WRITES_OUT", "256 writes to the API server are still unanswered"),
+			[]error{ErrUnavailable}, []error{ErrConflict, ErrStaleLease}},
 	}
 	for _, c := range cases {
 		err := wrap(objectService, "apply ConfigMap default/a", c.err)

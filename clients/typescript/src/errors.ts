@@ -58,7 +58,10 @@ export class StaleLeaseError extends WorkqueueError {
 
 /**
  * UNAVAILABLE: the queue is shutting down, the sidecar is not the leader, an
- * informer has not synced, or the sidecar cannot be reached. Worth retrying.
+ * informer has not synced, or the sidecar cannot be reached; for a write, the
+ * API server is unreachable or answered 429, 500 or 503, or too many writes to
+ * it are still unanswered (`reason` TOO_MANY_WRITES_OUT: nothing was sent).
+ * Worth retrying.
  */
 export class UnavailableError extends WorkqueueError {
   override name = "UnavailableError";

@@ -2,7 +2,12 @@ package io.github.workqueuesidecar.client;
 
 import io.grpc.Status;
 
-/** UNAVAILABLE: the sidecar cannot serve the call now: the queue is shut down, this sidecar is not the leader, an informer has not synced, or the sidecar cannot be reached. Retrying later may succeed. */
+/**
+ * UNAVAILABLE: the sidecar cannot serve the call now: the queue is shut down, this sidecar is not the leader, an
+ * informer has not synced, or the sidecar cannot be reached; for a write, the API server is unreachable or answered
+ * 429, 500 or 503, or too many writes to it are still unanswered (reason {@code TOO_MANY_WRITES_OUT}: nothing was
+ * sent). Retrying later may succeed.
+ */
 public class UnavailableException extends WorkqueueException {
   private static final long serialVersionUID = 1L;
 
