@@ -75,18 +75,43 @@ impl From<ApiError> for Status {
             ApiError::Write(WriteError::Refused(refusal)) => {
                 Status::with_error_details(code, message, refusal_details(refusal))
             }
-            ApiError::Queue(QueueError::StaleToken { .. }) => sidecar_refusal(code, message, "STALE_LEASE"),
-            ApiError::NoKubernetes => sidecar_refusal(code, message, "NO_KUBERNETES"),
-            ApiError::LeaseEnded(_) => sidecar_refusal(code, message, "LEASE_ENDED_DURING_WRITE"),
-            ApiError::Write(WriteError::TooManyOut { .. }) => sidecar_refusal(code, message, "TOO_MANY_WRITES_OUT"),
+            ApiError::Queue(QueueError::StaleToken { .. }) => sidecar_refusal(code, message, SidecarReason::StaleLease),
+            ApiError::NoKubernetes => sidecar_refusal(code, message, SidecarReason::NoKubernetes),
+            ApiError::LeaseEnded(_) => sidecar_refusal(code, message, SidecarReason::LeaseEndedDuringWrite),
+            ApiError::Write(WriteError::TooManyOut { .. }) => {
+                sidecar_refusal(code, message, SidecarReason::TooManyWritesOut)
+            }
             _ => Status::new(code, message),
         }
     }
 }
 
+/// The reasons of the sidecar's own refusals (ErrorInfo domain
+/// [`SIDECAR_ERROR_DOMAIN`]): clients tell these apart from other refusals
+/// of the same code by them. `clients/error-mapping.tsv` lists each, with
+/// what every client makes of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SidecarReason {
+    StaleLease,
+    NoKubernetes,
+    LeaseEndedDuringWrite,
+    TooManyWritesOut,
+}
+
+impl SidecarReason {
+    fn as_str(self) -> &'static str {
+        match self {
+            SidecarReason::StaleLease => "STALE_LEASE",
+            SidecarReason::NoKubernetes => "NO_KUBERNETES",
+            SidecarReason::LeaseEndedDuringWrite => "LEASE_ENDED_DURING_WRITE",
+            SidecarReason::TooManyWritesOut => "TOO_MANY_WRITES_OUT",
+        }
+    }
+}
+
 /// A refusal of the sidecar's own, with its reason as an ErrorInfo.
-fn sidecar_refusal(code: Code, message: String, reason: &str) -> Status {
-    let details = ErrorDetails::with_error_info(reason, SIDECAR_ERROR_DOMAIN, []);
+fn sidecar_refusal(code: Code, message: String, reason: SidecarReason) -> Status {
+    let details = ErrorDetails::with_error_info(reason.as_str(), SIDECAR_ERROR_DOMAIN, []);
     Status::with_error_details(code, message, details)
 }
 
@@ -163,6 +188,63 @@ mod tests {
         assert!(status.message().starts_with("page_token: ") && status.message().ends_with("bytes in all)"));
         let short = Status::from(ApiError::from(CacheReadError::BadPageToken("t".into())));
         assert_eq!(short.message(), "page_token: \"t\" is not a token from a previous response");
+    }
+
+    /// An error the sidecar refuses with `reason`; the match is exhaustive, so a
+    /// new reason needs a case here, and then a line in the clients' table.
+    fn refused_with(reason: SidecarReason) -> ApiError {
+        match reason {
+            SidecarReason::StaleLease => QueueError::StaleToken { token: LeaseToken::new(1).unwrap() }.into(),
+            SidecarReason::NoKubernetes => ApiError::NoKubernetes,
+            SidecarReason::LeaseEndedDuringWrite => {
+                LeaseEndedDuringWrite { queue: "q".into(), key: "ns/a".into() }.into()
+            }
+            SidecarReason::TooManyWritesOut => WriteError::TooManyOut { limit: 1 }.into(),
+        }
+    }
+
+    /// A code as clients name it: `FailedPrecondition` is `FAILED_PRECONDITION`.
+    fn grpc_name(code: Code) -> String {
+        let mut name = String::new();
+        for (i, c) in format!("{code:?}").chars().enumerate() {
+            if c.is_uppercase() && i > 0 {
+                name.push('_');
+            }
+            name.push(c.to_ascii_uppercase());
+        }
+        name
+    }
+
+    /// `clients/error-mapping.tsv`, the table of refusals every client's tests
+    /// read, lists each of the sidecar's own reasons with the code it is sent
+    /// with, and no reason of that domain the sidecar does not send.
+    #[test]
+    fn the_clients_table_of_refusals_should_list_each_reason_the_sidecar_sends() {
+        use std::collections::BTreeSet;
+        let reasons = [
+            SidecarReason::StaleLease,
+            SidecarReason::NoKubernetes,
+            SidecarReason::LeaseEndedDuringWrite,
+            SidecarReason::TooManyWritesOut,
+        ];
+        let sent: BTreeSet<(String, String)> = reasons
+            .into_iter()
+            .map(|reason| {
+                let status = Status::from(refused_with(reason));
+                let info = status.get_details_error_info().expect("an ErrorInfo");
+                assert_eq!((info.domain.as_str(), info.reason.as_str()), (SIDECAR_ERROR_DOMAIN, reason.as_str()));
+                (grpc_name(status.code()), info.reason)
+            })
+            .collect();
+        let table = include_str!("../../clients/error-mapping.tsv");
+        let listed: BTreeSet<(String, String)> = table
+            .lines()
+            .filter(|line| !line.is_empty() && !line.starts_with('#'))
+            .map(|line| line.split('\t').collect::<Vec<_>>())
+            .filter(|fields| fields[2] == SIDECAR_ERROR_DOMAIN)
+            .map(|fields| (fields[1].to_owned(), fields[3].to_owned()))
+            .collect();
+        assert_eq!(listed, sent);
     }
 
     #[test]

@@ -94,8 +94,12 @@ export class LimitExceededError extends WorkqueueError {
   override name = "LimitExceededError";
 }
 
-/** ALREADY_EXISTS: a create of an object that exists. */
-export class AlreadyExistsError extends WorkqueueError {
+/**
+ * ABORTED with the API server's reason AlreadyExists (or the code
+ * ALREADY_EXISTS): a create found an object of that name. An AbortedError
+ * too, as the API server's other conflicts.
+ */
+export class AlreadyExistsError extends AbortedError {
   override name = "AlreadyExistsError";
 }
 
@@ -139,11 +143,14 @@ export function errorForCode(
 ): WorkqueueError {
   const noKubernetes = code === Status.FAILED_PRECONDITION && info.reason === "NO_KUBERNETES";
   const leaseEnded = code === Status.ABORTED && info.reason === "LEASE_ENDED_DURING_WRITE";
+  const alreadyExists = code === Status.ABORTED && info.reason === "AlreadyExists";
   const Class = noKubernetes
     ? NoKubernetesError
     : leaseEnded
       ? LeaseEndedDuringWriteError
-      : (byCode[code as Status] ?? WorkqueueError);
+      : alreadyExists
+        ? AlreadyExistsError
+        : (byCode[code as Status] ?? WorkqueueError);
   return new Class(op, code as Status, details, { ...(cause === undefined ? {} : { cause }), ...info });
 }
 

@@ -2,9 +2,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
-import { Metadata, type ServiceError } from "@grpc/grpc-js";
-
 import { errorForCode, fromGrpc } from "../src/errors.js";
 import { jitter } from "../src/lease.js";
 import {
@@ -23,6 +20,7 @@ import {
   WorkqueueError,
 } from "../src/index.js";
 import { fromDuration, toDuration } from "../src/time.js";
+import { refusal } from "./refusal.js";
 
 test("a lease's deadline is the sidecar's when that is earlier than arrival plus ttl", () => {
   const arrived = 1_000_000;
@@ -96,27 +94,6 @@ test("each status code maps to its error class, keeping the code", () => {
  * an ErrorInfo of `domain` and `reason` (when given) in the status details
  * (the grpc-status-details-bin trailer, a google.rpc.Status).
  */
-function refusal(code: Status, message: string, info?: { domain: string; reason: string }): ServiceError {
-  const metadata = new Metadata();
-  if (info !== undefined) {
-    const errorInfo = new BinaryWriter()
-      .tag(1, WireType.LengthDelimited).string(info.reason)
-      .tag(2, WireType.LengthDelimited).string(info.domain)
-      .finish();
-    const any = new BinaryWriter()
-      .tag(1, WireType.LengthDelimited).string("type.googleapis.com/google.rpc.ErrorInfo")
-      .tag(2, WireType.LengthDelimited).bytes(errorInfo)
-      .finish();
-    const status = new BinaryWriter()
-      .tag(1, WireType.Varint).int32(code)
-      .tag(2, WireType.LengthDelimited).string(message)
-      .tag(3, WireType.LengthDelimited).bytes(any)
-      .finish();
-    metadata.set("grpc-status-details-bin", Buffer.from(status));
-  }
-  return Object.assign(new Error(`${code} ${Status[code]}: ${message}`), { code, details: message, metadata });
-}
-
 test("a write whose lease ended before the API server answered is a LeaseEndedDuringWriteError, an AbortedError too", () => {
   const message = 'the write was made, but the lease on "default/a" of queue "q" ended before the API server answered it';
   const ended = fromGrpc(

@@ -6,6 +6,7 @@ import { test } from "node:test";
 
 import {
   AbortedError,
+  AlreadyExistsError,
   InvalidArgumentError,
   NoKubernetesError,
   NotFoundError,
@@ -67,7 +68,7 @@ test("C12 writes reach the API server, and its refusals come back typed with its
   const created = await client.objects.create(cm);
   assert.equal(created.json<ConfigMap>().data?.["v"], "1");
   const exists = await client.objects.create(cm).catch((e: unknown) => e);
-  assert.ok(exists instanceof AbortedError, `${String(exists)}`);
+  assert.ok(exists instanceof AlreadyExistsError && exists instanceof AbortedError, `${String(exists)}`);
   assert.equal(exists.reason, "AlreadyExists");
 
   const merged = await client.objects.patch(type, "default", name, { data: { v: "2" } });

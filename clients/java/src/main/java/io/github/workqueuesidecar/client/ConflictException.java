@@ -3,9 +3,10 @@ package io.github.workqueuesidecar.client;
 import io.grpc.Status;
 
 /**
- * ABORTED: a write conflicted: the object exists ({@link #reason()} {@code AlreadyExists}), or a
- * UID or resourceVersion precondition failed ({@code Conflict}). A write whose lease ended before
- * the API server answered it is the subclass {@link LeaseEndedDuringWriteException}.
+ * ABORTED: a write conflicted: the object exists (the subclass {@link AlreadyExistsException},
+ * {@link #reason()} {@code AlreadyExists}), or a UID or resourceVersion precondition failed
+ * ({@code Conflict}). A write whose lease ended before the API server answered it is the subclass
+ * {@link LeaseEndedDuringWriteException}.
  */
 public class ConflictException extends WorkqueueException {
   private static final long serialVersionUID = 1L;

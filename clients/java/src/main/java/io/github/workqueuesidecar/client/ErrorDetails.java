@@ -13,7 +13,7 @@ import java.util.Objects;
  *
  * @param reason the ErrorInfo's reason: the API server's ({@code Conflict}, {@code AlreadyExists},
  *     {@code Invalid}, ...) or the sidecar's ({@code STALE_LEASE}, {@code NO_KUBERNETES},
- *     {@code LEASE_ENDED_DURING_WRITE}); empty without one
+ *     {@code LEASE_ENDED_DURING_WRITE}, {@code TOO_MANY_WRITES_OUT}); empty without one
  * @param domain the ErrorInfo's domain: {@code k8s.io} or {@code workqueue-sidecar}; empty without
  *     one
  * @param metadata the ErrorInfo's metadata, e.g. {@code http_status} for the API server's
@@ -41,6 +41,15 @@ public record ErrorDetails(String reason, String domain, Map<String, String> met
    * before the API server answered it: another worker may hold the key by now.
    */
   public static final String LEASE_ENDED_DURING_WRITE = "LEASE_ENDED_DURING_WRITE";
+
+  /**
+   * The sidecar's reason (UNAVAILABLE) for a write not sent because too many writes to the API
+   * server are still unanswered: retry later.
+   */
+  public static final String TOO_MANY_WRITES_OUT = "TOO_MANY_WRITES_OUT";
+
+  /** The API server's reason for a create of a name that is taken (ABORTED). */
+  public static final String ALREADY_EXISTS = "AlreadyExists";
 
   /**
    * One cause of a refusal: a field the API server found invalid, and why.

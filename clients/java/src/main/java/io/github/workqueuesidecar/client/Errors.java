@@ -9,6 +9,7 @@ import io.grpc.protobuf.StatusProto;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import javax.net.ssl.SSLException;
 
 /** Turns gRPC statuses into the client's exceptions: the one place that maps codes. */
@@ -79,9 +80,12 @@ final class Errors {
       case UNAVAILABLE -> new UnavailableException(message, details, cause);
       // The API server's conflicts (409) share the code; the sidecar's reason tells a write whose
       // lease ended before its answer.
-      case ABORTED -> ErrorDetails.LEASE_ENDED_DURING_WRITE.equals(details.reason())
-          ? new LeaseEndedDuringWriteException(message, details, cause)
-          : new ConflictException(message, details, cause);
+      case ABORTED -> switch (Objects.requireNonNullElse(details.reason(), "")) {
+        case ErrorDetails.LEASE_ENDED_DURING_WRITE -> new LeaseEndedDuringWriteException(message, details, cause);
+        case ErrorDetails.ALREADY_EXISTS -> new AlreadyExistsException(message, details, cause);
+        default -> new ConflictException(message, details, cause);
+      };
+      case PERMISSION_DENIED -> new PermissionDeniedException(message, details, cause);
       case RESOURCE_EXHAUSTED -> new ResourceExhaustedException(message, details, cause);
       case DEADLINE_EXCEEDED -> new DeadlineExceededException(message, details, cause);
       default -> new WorkqueueException(code, message, details, cause);

@@ -7,11 +7,9 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import com.google.protobuf.Any;
 import com.google.rpc.ErrorInfo;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
-import io.grpc.protobuf.StatusProto;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -99,20 +97,11 @@ class ObjectsTest {
     }
   }
 
-  /** A failed call as the sidecar answers it: the status with its ErrorInfo details. */
-  private static StatusRuntimeException refusal(Status.Code code, String message, ErrorInfo... infos) {
-    com.google.rpc.Status.Builder status = com.google.rpc.Status.newBuilder().setCode(code.value()).setMessage(message);
-    for (ErrorInfo info : infos) {
-      status.addDetails(Any.pack(info));
-    }
-    return StatusProto.toStatusRuntimeException(status.build());
-  }
-
   @Test
   @DisplayName("a write whose lease ended before the API server answered is a LeaseEndedDuringWriteException, a ConflictException too; a 409 is not")
   void leaseEndedDuringWriteIsItsOwnConflict() {
     String message = "the write was made, but the lease on \"default/a\" of queue \"q\" ended before the API server answered it";
-    WorkqueueException ended = Errors.of("patch ConfigMap default/a", "127.0.0.1:1", refusal(Status.Code.ABORTED, message,
+    WorkqueueException ended = Errors.of("patch ConfigMap default/a", "127.0.0.1:1", Refusal.of(Status.Code.ABORTED, message,
         ErrorInfo.newBuilder().setDomain("workqueue-sidecar").setReason("LEASE_ENDED_DURING_WRITE").build()));
     assertInstanceOf(LeaseEndedDuringWriteException.class, ended);
     assertInstanceOf(ConflictException.class, ended);
@@ -122,9 +111,9 @@ class ObjectsTest {
     assertTrue(ended.getMessage().endsWith(message), ended.getMessage());
     // The API server's 409, with its own ErrorInfo or none, is a plain conflict.
     List<StatusRuntimeException> conflicts = List.of(
-        refusal(Status.Code.ABORTED, "the object has been modified",
+        Refusal.of(Status.Code.ABORTED, "the object has been modified",
             ErrorInfo.newBuilder().setDomain("k8s.io").setReason("Conflict").putMetadata("http_status", "409").build()),
-        refusal(Status.Code.ABORTED, "conflict"));
+        Refusal.of(Status.Code.ABORTED, "conflict"));
     for (StatusRuntimeException conflict : conflicts) {
       assertEquals(ConflictException.class, Errors.of("patch ConfigMap default/a", "127.0.0.1:1", conflict).getClass());
     }
@@ -143,8 +132,9 @@ class ObjectsTest {
         assertEquals("1", created.as(ConfigMap.class).data().get("v"));
         assertFalse(created.uid().isEmpty());
 
-        // An existing name: a conflict, reason AlreadyExists.
-        ConflictException exists = assertThrows(ConflictException.class, () -> objects.create(CONFIG_MAP, "default", configMap(name, id, "1")));
+        // An existing name: AlreadyExistsException, a conflict, reason AlreadyExists.
+        AlreadyExistsException exists = assertThrows(AlreadyExistsException.class, () -> objects.create(CONFIG_MAP, "default", configMap(name, id, "1")));
+        assertInstanceOf(ConflictException.class, exists);
         assertEquals(Status.Code.ABORTED, exists.code());
         assertEquals(Optional.of("AlreadyExists"), exists.reason());
         assertEquals(Optional.of("k8s.io"), exists.domain());
