@@ -67,15 +67,20 @@ async fn finalizers(api: &Api<ConfigMap>, name: &str) -> Option<Vec<String>> {
     api.get_opt(name).await.unwrap().map(|cm| cm.metadata.finalizers.unwrap_or_default())
 }
 
-async fn lease(queue: &mut WorkQueueServiceClient<Channel>) -> pb::Lease {
+/// The leases one Get waiting up to `wait_seconds` for a key answers.
+async fn get(queue: &mut WorkQueueServiceClient<Channel>, wait_seconds: i64) -> Vec<pb::Lease> {
     let request = pb::GetRequest {
         queue: "q".into(),
         worker: "test".into(),
         max_keys: 1,
-        wait: Some(prost_types::Duration { seconds: 20, nanos: 0 }),
+        wait: Some(prost_types::Duration { seconds: wait_seconds, nanos: 0 }),
         ..Default::default()
     };
-    let mut leases = queue.get(request).await.unwrap().into_inner().leases;
+    queue.get(request).await.unwrap().into_inner().leases
+}
+
+async fn lease(queue: &mut WorkQueueServiceClient<Channel>) -> pb::Lease {
+    let mut leases = get(queue, 20).await;
     assert_eq!(leases.len(), 1, "a lease within 20 s");
     leases.remove(0)
 }
@@ -226,14 +231,7 @@ async fn k8s_a_declared_finalizer_past_the_bound_on_writes_out_should_send_the_l
     create(&api, "d").await;
     let (_sidecar, mut queue, _stop) = start_with(&client, ns.name(), 0).await;
 
-    let request = pb::GetRequest {
-        queue: "q".into(),
-        worker: "test".into(),
-        max_keys: 1,
-        wait: Some(prost_types::Duration { seconds: 2, nanos: 0 }),
-        ..Default::default()
-    };
-    let leases = queue.get(request).await.unwrap().into_inner().leases;
+    let leases = get(&mut queue, 2).await;
     assert!(leases.is_empty(), "a lease went out: its finalizer write was not refused: {leases:?}");
 
     let key = format!("{}/d", ns.name());
