@@ -179,7 +179,14 @@ GRPC_WHY_UNARY = (
     "the handlers, the metrics layer) under 5 %, the rest HTTP/2 (h2, hyper, tonic) and the allocator. Each "
     "call was one `recvfrom` and one `writev` (the response's headers, message and trailers in one write). "
     "25,000 pairs/s would need sidecar and client together under 80 µs a pair, so no change to our own "
-    "code reaches it over TCP at one thread."
+    "code reaches it over TCP at one thread. The machine moved again on 2026-11-28: the section at `72db60b`, "
+    "run twice that evening (3 runs each; the table shows the second), gave 12,185 and 13,227 pairs/s with 16 "
+    "workers, 16,060 and 16,642 over the unix socket and 176,658 and 207,694 items/s streaming at 128 "
+    "credits, where `ed12aee` had made 16,482, 25,125 and 348,281 the day before. Not the code: the binary "
+    "of `ed12aee`, built again and "
+    "run the same evening (1 run, by hand), made 11,742, 15,417 and 200,445, the same as this code then, "
+    "while the rows bound by a round trip's latency rose for both (1 worker 5,395 and 5,573 pairs/s against "
+    "3,924 the day before)."
 )
 
 GRPC = Section(
