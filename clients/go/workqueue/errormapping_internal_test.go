@@ -14,15 +14,14 @@ import (
 )
 
 // mappedRefusal is one line of clients/error-mapping.tsv, the table every
-// client's tests share: a status the sidecar answers, and the error each
-// client makes of it.
+// client's tests share: a status the sidecar answers, and the sentinels this
+// client's error for it matches (the other clients' columns are theirs).
 type mappedRefusal struct {
-	line                     int
-	service                  string
-	code                     codes.Code
-	domain, reason           string
-	goSentinels              string
-	python, typescript, java string
+	line           int
+	service        string
+	code           codes.Code
+	domain, reason string
+	goSentinels    string
 }
 
 // readErrorMapping parses the shared table; a malformed line fails the test.
@@ -48,7 +47,7 @@ func readErrorMapping(t *testing.T) []mappedRefusal {
 		if err := code.UnmarshalJSON([]byte(`"` + f[1] + `"`)); err != nil {
 			t.Fatalf("error-mapping.tsv:%d: %v", n, err)
 		}
-		rows = append(rows, mappedRefusal{n, f[0], code, f[2], f[3], f[4], f[5], f[6], f[7]})
+		rows = append(rows, mappedRefusal{n, f[0], code, f[2], f[3], f[4]})
 	}
 	if err := scanner.Err(); err != nil {
 		t.Fatal(err)

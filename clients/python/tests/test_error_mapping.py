@@ -2,6 +2,7 @@
 its python column names."""
 
 from pathlib import Path
+from typing import cast
 
 import grpc
 import pytest
@@ -28,13 +29,12 @@ def _rows() -> list[tuple[int, list[str]]]:
 def test_a_refusal_should_raise_the_exception_the_shared_table_names(number: int, fields: list[str]) -> None:
     service, code_name, domain, reason, _go, expected, _typescript, _java = fields
     assert service in ("queue", "cache", "object"), f"error-mapping.tsv:{number}: unknown service {service}"
-    service_: Service = "queue" if service == "queue" else "cache" if service == "cache" else "object"
     code = grpc.StatusCode[code_name]
     status = status_pb2.Status(code=code.value[0], message="refused")
     if domain != "-":
         status.details.add().Pack(error_details_pb2.ErrorInfo(domain=domain, reason=reason))
     trailer = grpc.aio.Metadata(("grpc-status-details-bin", status.SerializeToString()))
-    raised = from_rpc_error(grpc.aio.AioRpcError(code, grpc.aio.Metadata(), trailer, details="refused"), service_)
+    raised = from_rpc_error(grpc.aio.AioRpcError(code, grpc.aio.Metadata(), trailer, details="refused"), cast(Service, service))
     expected_class = getattr(workqueue_sidecar, expected)
     assert isinstance(expected_class, type) and issubclass(expected_class, WorkqueueError), expected
     assert type(raised) is expected_class, f"error-mapping.tsv:{number}: {type(raised).__name__}, want {expected}"

@@ -133,7 +133,17 @@ const byCode: Partial<Record<Status, typeof WorkqueueError>> = {
   [Status.UNIMPLEMENTED]: UnimplementedError,
 };
 
-/** The error for a status code: the subclass for codes that have one, else the base class. */
+/**
+ * Refusals that share their code with others, told apart by their ErrorInfo
+ * reason (the sidecar's own, or the API server's): the code and the class.
+ */
+const byReason: Record<string, readonly [Status, typeof WorkqueueError]> = {
+  NO_KUBERNETES: [Status.FAILED_PRECONDITION, NoKubernetesError],
+  LEASE_ENDED_DURING_WRITE: [Status.ABORTED, LeaseEndedDuringWriteError],
+  AlreadyExists: [Status.ABORTED, AlreadyExistsError],
+};
+
+/** The error for a status code: the subclass for its reason or code when one has one, else the base class. */
 export function errorForCode(
   op: string,
   code: number,
@@ -141,16 +151,8 @@ export function errorForCode(
   cause?: unknown,
   info: { reason: string; domain: string } = { reason: "", domain: "" },
 ): WorkqueueError {
-  const noKubernetes = code === Status.FAILED_PRECONDITION && info.reason === "NO_KUBERNETES";
-  const leaseEnded = code === Status.ABORTED && info.reason === "LEASE_ENDED_DURING_WRITE";
-  const alreadyExists = code === Status.ABORTED && info.reason === "AlreadyExists";
-  const Class = noKubernetes
-    ? NoKubernetesError
-    : leaseEnded
-      ? LeaseEndedDuringWriteError
-      : alreadyExists
-        ? AlreadyExistsError
-        : (byCode[code as Status] ?? WorkqueueError);
+  const [reasonCode, ReasonClass] = byReason[info.reason] ?? [];
+  const Class = (reasonCode === code ? ReasonClass : byCode[code as Status]) ?? WorkqueueError;
   return new Class(op, code as Status, details, { ...(cause === undefined ? {} : { cause }), ...info });
 }
 

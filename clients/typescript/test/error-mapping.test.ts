@@ -6,7 +6,6 @@ import { test } from "node:test";
 
 import { fromGrpc } from "../src/errors.js";
 import * as client from "../src/index.js";
-import { Status } from "../src/index.js";
 import { refusal } from "./refusal.js";
 
 // Run from dist/test/: the table is in clients/, four levels up.
@@ -29,7 +28,7 @@ test("the shared table of refusals has lines", () => {
 for (const { number, fields } of rows) {
   const [service, codeName, domain, reason, , , expected] = fields as [string, string, string, string, string, string, string];
   test(`error-mapping.tsv:${number}: ${service} ${codeName} ${reason} is a ${expected}`, () => {
-    const code = Status[codeName as keyof typeof Status];
+    const code = client.Status[codeName as keyof typeof client.Status];
     assert.equal(typeof code, "number", `unknown code ${codeName}`);
     const info = domain === "-" ? undefined : { domain, reason };
     const raised = fromGrpc("call", refusal(code, "refused", info));
