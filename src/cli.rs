@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
+use crate::server::ServerLimits;
+
 /// A sidecar that hosts a priority workqueue with leases and serves it over
 /// gRPC, so reconcilers in any language become remote workers.
 #[derive(Debug, Parser)]
@@ -112,6 +114,21 @@ pub struct Cli {
     /// informers syncing at once, or Cache lists of very many objects.
     #[arg(long, env = "WQS_WORKER_THREADS", value_name = "N", default_value = "1", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub worker_threads: u16,
+
+    /// gRPC connections open at once over every listener; one more is
+    /// closed at once (metric workqueue_sidecar_grpc_connections_unserved).
+    #[arg(long, env = "WQS_MAX_CONNECTIONS", value_name = "N", default_value_t = ServerLimits::DEFAULT_MAX_CONNECTIONS as u32, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+
+    /// HTTP/2 streams (calls) one gRPC connection may have open at once; a
+    /// client queues further calls itself.
+    #[arg(long, env = "WQS_MAX_STREAMS_PER_CONNECTION", value_name = "N", default_value_t = ServerLimits::DEFAULT_MAX_STREAMS_PER_CONNECTION, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_streams_per_connection: u32,
+
+    /// gRPC calls (unary or streams) in flight at once over every
+    /// connection; one more is answered RESOURCE_EXHAUSTED.
+    #[arg(long, env = "WQS_MAX_CALLS", value_name = "N", default_value_t = ServerLimits::DEFAULT_MAX_CALLS as u32, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_calls: u32,
 
     /// Check the config file, print a summary and exit (0 when valid).
     #[arg(long)]

@@ -14,7 +14,7 @@ use workqueue_sidecar::cli::{Cli, LogFormat};
 use workqueue_sidecar::config::Config;
 use workqueue_sidecar::error_chain::one_line;
 use workqueue_sidecar::leader::ElectionSettings;
-use workqueue_sidecar::server::Exposure;
+use workqueue_sidecar::server::{Exposure, ServerLimits};
 use workqueue_sidecar::shard::ShardSettings;
 use workqueue_sidecar::shard_membership::MembershipSettings;
 use workqueue_sidecar::tls::TlsFiles;
@@ -124,6 +124,11 @@ fn options(cli: &Cli) -> anyhow::Result<Option<Options>> {
         election: election_settings(cli)?,
         sharding: sharding_settings(cli)?,
         grace_period: cli.grace_period,
+        limits: ServerLimits {
+            max_connections: cli.max_connections as usize,
+            max_streams_per_connection: cli.max_streams_per_connection,
+            max_calls: cli.max_calls as usize,
+        },
     }))
 }
 

@@ -323,3 +323,44 @@ fn json_logs_should_carry_fixed_messages_with_fields() {
     let address: std::net::SocketAddr = listening["fields"]["address"].as_str().unwrap().parse().unwrap();
     assert!(address.ip().is_loopback());
 }
+
+#[test]
+fn unix_socket_should_never_replace_what_is_not_a_stale_socket() {
+    let dir = std::env::temp_dir().join(format!("wqs-unix-taken-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("grpc.sock");
+    std::fs::write(&file, "not a socket").unwrap();
+    let run = |path: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar"))
+            .args(["--tcp", "off", "--admin", "off", "--unix", path.to_str().unwrap()])
+            .output()
+            .unwrap()
+    };
+    let output = run(&file);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "a regular file at the path is refused: {stderr}");
+    assert!(stderr.contains("not a socket"), "says why: {stderr}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "not a socket", "the file is left as it was");
+
+    // A socket another process serves is refused too, and keeps working.
+    let served = dir.join("served.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&served).unwrap();
+    let output = run(&served);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && stderr.contains("another process is listening"), "{stderr}");
+    std::os::unix::net::UnixStream::connect(&served).expect("the other process's socket is still there");
+}
+
+#[tokio::test]
+async fn unix_socket_should_be_for_owner_and_group_only_whatever_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("wqs-unix-mode-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("grpc.sock");
+    // A stale socket (nobody listens) from an earlier run is replaced.
+    drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+    let sidecar = Sidecar::start_in_shell("umask 000", &["--unix", path.to_str().unwrap()]);
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o660, "socket mode {mode:o} under umask 000");
+    drop(sidecar);
+}

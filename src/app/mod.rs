@@ -27,7 +27,7 @@ use crate::leader::{ElectionSettings, Elector, Leadership};
 use crate::metrics::{self, Metrics};
 use crate::objects::ObjectWriter;
 use crate::queue_registry::QueueRegistry;
-use crate::server::{self, Exposure, Listeners};
+use crate::server::{self, Exposure, Listeners, ServerLimits};
 use crate::shard::SlotSet;
 use crate::shard_membership::{Membership, MembershipSettings};
 use crate::sharded_queues::{follow_shards, shard_of};
@@ -53,6 +53,8 @@ pub struct Options {
     pub sharding: Option<MembershipSettings>,
     /// How long held leases may run after a shutdown signal.
     pub grace_period: Duration,
+    /// What gRPC clients may make the server spend.
+    pub limits: ServerLimits,
 }
 
 /// A sidecar whose queues, informers and listeners exist, ready to run.
@@ -79,7 +81,8 @@ impl Sidecar {
     /// Builds the queues and informers and binds every listener. Errors come
     /// before any port is bound: config, Kubernetes discovery, TLS files.
     pub async fn bind(options: Options) -> anyhow::Result<Sidecar> {
-        let Options { config, tcp, unix, admin, exposure, tls, kubeconfig, election, sharding, grace_period } = options;
+        let Options { config, tcp, unix, admin, exposure, tls, kubeconfig, election, sharding, grace_period, limits } =
+            options;
         let metrics = Metrics::new();
         let bindings: Vec<_> = config.queues.iter().map(|q| (q.name.clone(), q.binding.clone())).collect();
         let finalizers =
@@ -129,7 +132,8 @@ impl Sidecar {
         }
         // Later changes to the TLS files are loaded for new connections.
         let tls = tls.map(|files| ServingTls::watch(files, metrics.tls_reloads.clone())).transpose()?;
-        let listeners = Listeners::bind_with(tcp, unix.as_deref(), exposure, tls).await?;
+        let listeners =
+            Listeners::bind_with(tcp, unix.as_deref(), exposure, tls).await?.within(limits, metrics.server.clone());
         let admin = match admin {
             Some(address) => {
                 Some(server::bind_admin(address, exposure.allow_remote).await.context("the admin port (--admin)")?)
@@ -203,7 +207,7 @@ impl Sidecar {
             .await
             .context("building the gRPC services")?;
         let (stop_tx, stop_rx) = watch::channel(false);
-        let routes = metrics::instrument(api.routes, &metrics);
+        let routes = metrics::instrument(api.routes, api.methods, &metrics);
         let stopped = stop_rx.clone();
         tasks.service("gRPC server", async move { Ok(server::serve(routes, listeners, stopped).await?) });
         if let Some(listener) = admin {

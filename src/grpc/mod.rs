@@ -41,10 +41,43 @@ use pb::work_queue_service_server::WorkQueueServiceServer;
 /// `MAX_KEY_BYTES` each is about 10 MiB, so 16 MiB leaves room for framing.
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
+/// Largest ObjectService request: the API server refuses a body over 3 MiB
+/// (its etcd request limit is 1.5 MiB), so nothing larger could be written;
+/// 64 KiB more for the request's other fields. Refused from the message's
+/// length prefix, before it is read, as OUT_OF_RANGE (tonic's code for it).
+pub const MAX_WRITE_MESSAGE_BYTES: usize = 3 * 1024 * 1024 + 64 * 1024;
+
 /// The full set of gRPC services, and the health reporter that flips them.
 pub struct Api {
     pub routes: Routes,
     pub health: HealthReporter,
+    /// Every method `routes` serves, as its path `/package.Service/Method`.
+    pub methods: Vec<String>,
+}
+
+/// The descriptors of every service the routes serve: ours, health, and reflection v1 and v1alpha.
+const SERVED_DESCRIPTOR_SETS: [&[u8]; 4] = [
+    pb::FILE_DESCRIPTOR_SET,
+    tonic_health::pb::FILE_DESCRIPTOR_SET,
+    tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET,
+    tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET,
+];
+
+/// The paths (`/package.Service/Method`) of every method in `SERVED_DESCRIPTOR_SETS`.
+fn served_methods() -> Vec<String> {
+    use prost::Message as _;
+    let mut methods = Vec::new();
+    for set in SERVED_DESCRIPTOR_SETS {
+        let set = prost_types::FileDescriptorSet::decode(set).expect("a descriptor set built into the binary decodes");
+        for file in &set.file {
+            for service in &file.service {
+                for method in &service.method {
+                    methods.push(format!("/{}.{}/{}", file.package(), service.name(), method.name()));
+                }
+            }
+        }
+    }
+    methods
 }
 
 /// Builds the routes: WorkQueueService, CacheService (over `informers`;
@@ -84,7 +117,7 @@ pub async fn api(
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let objects = ObjectServiceServer::new(ObjectApi::new(writes))
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_decoding_message_size(MAX_WRITE_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let routes = Routes::new(workqueue)
         .add_service(cache)
@@ -92,7 +125,7 @@ pub async fn api(
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha);
-    Ok(Api { routes, health })
+    Ok(Api { routes, health, methods: served_methods() })
 }
 
 /// Marks the queue and cache services as not serving, for the start of a
@@ -103,4 +136,24 @@ pub async fn set_not_serving(health: &HealthReporter) {
     health.set_not_serving::<WorkQueueServiceServer<WorkQueueApi>>().await;
     health.set_not_serving::<CacheServiceServer<CacheApi>>().await;
     health.set_not_serving::<ObjectServiceServer<ObjectApi>>().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn served_methods_should_name_every_service_the_routes_serve() {
+        let methods = served_methods();
+        for path in [
+            "/workqueue.v1.WorkQueueService/Get",
+            "/workqueue.v1.ObjectService/ApplyObject",
+            "/workqueue.v1.CacheService/ListObjects",
+            "/grpc.health.v1.Health/Check",
+            "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+        ] {
+            assert!(methods.iter().any(|m| m == path), "{path} missing from {methods:?}");
+        }
+    }
 }

@@ -33,7 +33,8 @@ impl ObjectApi {
 
     /// The writer, and a ticket of the stale-read guard for one write under
     /// `lease` (refused when the lease is not current). The write and its
-    /// ticket go on a task of their own ([`carried`]).
+    /// ticket go on a task of their own ([`carried`]). Called before the
+    /// body is parsed, so a refused write costs no parse.
     fn begin(&self, lease: Option<&pb::LeaseRef>) -> Result<(Arc<ObjectWriter>, WriteTicket), ApiError> {
         let writes = self.writes.as_ref().ok_or(ApiError::NoKubernetes)?;
         let ticket = writes.freshness.begin(lease.map(lease_ref).transpose()?)?;
@@ -48,9 +49,9 @@ impl ObjectService for ObjectApi {
     async fn apply_object(&self, request: Request<pb::ApplyObjectRequest>) -> Reply<pb::ApplyObjectResponse> {
         let req = request.into_inner();
         let target = object_ref(req.r#type.as_ref(), &req.namespace, &req.name)?;
-        let object = json_value("json", &req.json)?;
         let manager = field_manager(&req.field_manager)?;
         let (writer, ticket) = self.begin(req.lease.as_ref())?;
+        let object = json_value("json", &req.json)?;
         let written = carried(async move {
             let written = writer.apply(&target, object, manager.as_deref(), req.force).await?;
             ticket.written(Written::object(&target.kind, &written))?;
@@ -63,6 +64,8 @@ impl ObjectService for ObjectApi {
     async fn patch_object(&self, request: Request<pb::PatchObjectRequest>) -> Reply<pb::PatchObjectResponse> {
         let req = request.into_inner();
         let target = object_ref(req.r#type.as_ref(), &req.namespace, &req.name)?;
+        let manager = field_manager(&req.field_manager)?;
+        let (writer, ticket) = self.begin(req.lease.as_ref())?;
         let patch = match pb::PatchType::try_from(req.patch_type) {
             Ok(pb::PatchType::Merge) => PatchBody::Merge(json_value("patch", &req.patch)?),
             Ok(pb::PatchType::Json) => PatchBody::Json(serde_json::from_slice(&req.patch).map_err(|err| {
@@ -72,8 +75,6 @@ impl ObjectService for ObjectApi {
                 return Err(ApiError::invalid("patch_type", "must be PATCH_TYPE_MERGE or PATCH_TYPE_JSON").into());
             }
         };
-        let manager = field_manager(&req.field_manager)?;
-        let (writer, ticket) = self.begin(req.lease.as_ref())?;
         let written = carried(async move {
             let written = writer.patch(&target, patch, req.status, manager.as_deref()).await?;
             ticket.written(Written::object(&target.kind, &written))?;
@@ -86,10 +87,10 @@ impl ObjectService for ObjectApi {
     async fn create_object(&self, request: Request<pb::CreateObjectRequest>) -> Reply<pb::CreateObjectResponse> {
         let req = request.into_inner();
         let kind = kind_ref(req.r#type.as_ref())?;
-        let object = json_value("json", &req.json)?;
         let namespace = validate::namespace("namespace", &req.namespace)?.map(str::to_owned);
         let manager = field_manager(&req.field_manager)?;
         let (writer, ticket) = self.begin(req.lease.as_ref())?;
+        let object = json_value("json", &req.json)?;
         let written = carried(async move {
             let written = writer.create(&kind, namespace.as_deref(), object, manager.as_deref()).await?;
             ticket.written(Written::object(&kind, &written))?;

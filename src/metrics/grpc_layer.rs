@@ -7,8 +7,10 @@
 //! opened fine). The latency is the time until the response headers, which
 //! for a stream is the time to open it.
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -41,12 +43,19 @@ fn latency_histogram() -> Histogram {
 pub struct GrpcMetricsLayer {
     handled: Family<HandledLabels, Counter>,
     seconds: Family<MethodLabels, Histogram, fn() -> Histogram>,
+    /// The paths (`/service/Method`) the server routes; any other path is
+    /// counted under one label value, so a client calling made-up methods
+    /// cannot grow the families (gRFC A66's rule).
+    served: Arc<HashSet<String>>,
 }
 
 impl GrpcMetricsLayer {
     pub fn register(registry: &mut Registry) -> Self {
-        let layer =
-            GrpcMetricsLayer { handled: Family::default(), seconds: Family::new_with_constructor(latency_histogram) };
+        let layer = GrpcMetricsLayer {
+            handled: Family::default(),
+            seconds: Family::new_with_constructor(latency_histogram),
+            served: Arc::default(),
+        };
         registry.register(
             "grpc_server_handled",
             "gRPC calls answered, by service, method and status code",
@@ -58,6 +67,12 @@ impl GrpcMetricsLayer {
             layer.seconds.clone(),
         );
         layer
+    }
+
+    /// This layer, labelling the calls of `methods` (paths `/service/Method`)
+    /// by name and every other path as `unknown`.
+    pub fn serving(&self, methods: impl IntoIterator<Item = String>) -> Self {
+        GrpcMetricsLayer { served: Arc::new(methods.into_iter().collect()), ..self.clone() }
     }
 }
 
@@ -75,18 +90,11 @@ pub struct GrpcMetrics<S> {
     layer: GrpcMetricsLayer,
 }
 
-/// Service and method from a gRPC path; unknown services share one label so
-/// that random paths cannot grow the metric families.
-fn service_and_method(path: &str) -> (String, String) {
-    let mut parts = path.trim_start_matches('/').splitn(2, '/');
-    match (parts.next(), parts.next()) {
-        (Some(service), Some(method))
-            if service.starts_with("workqueue.v1.")
-                || service.starts_with("grpc.health.")
-                || service.starts_with("grpc.reflection.") =>
-        {
-            (service.to_string(), method.to_string())
-        }
+/// Service and method of a served gRPC path; every other path shares one
+/// label value.
+fn service_and_method(path: &str, served: &HashSet<String>) -> (String, String) {
+    match path.trim_start_matches('/').split_once('/') {
+        Some((service, method)) if served.contains(path) => (service.to_string(), method.to_string()),
         _ => ("unknown".to_string(), "unknown".to_string()),
     }
 }
@@ -107,7 +115,7 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let (service, method) = service_and_method(request.uri().path());
+        let (service, method) = service_and_method(request.uri().path(), &self.layer.served);
         let started = Instant::now();
         let response = self.inner.call(request);
         let layer = self.layer.clone();
@@ -140,12 +148,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn paths_should_split_into_service_and_method_and_unknown_ones_should_collapse() {
+    fn served_paths_should_split_into_service_and_method_and_others_should_collapse() {
+        let served: HashSet<String> = ["/workqueue.v1.WorkQueueService/Add".to_string()].into();
+        let unknown = ("unknown".to_string(), "unknown".to_string());
         assert_eq!(
-            service_and_method("/workqueue.v1.WorkQueueService/Add"),
+            service_and_method("/workqueue.v1.WorkQueueService/Add", &served),
             ("workqueue.v1.WorkQueueService".into(), "Add".into())
         );
-        assert_eq!(service_and_method("/evil.Service/x"), ("unknown".into(), "unknown".into()));
-        assert_eq!(service_and_method("/"), ("unknown".into(), "unknown".into()));
+        assert_eq!(service_and_method("/workqueue.v1.WorkQueueService/Made-up-1", &served), unknown);
+        assert_eq!(service_and_method("/evil.Service/x", &served), unknown);
+        assert_eq!(service_and_method("/", &served), unknown);
     }
 }

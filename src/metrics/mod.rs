@@ -7,6 +7,7 @@
 mod grpc_layer;
 mod informer_metrics;
 mod queue_metrics;
+mod server_metrics;
 mod shard_metrics;
 
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use prometheus_client::registry::Registry;
 pub use grpc_layer::GrpcMetricsLayer;
 pub use informer_metrics::InformerCollector;
 pub use queue_metrics::QueueMetrics;
+pub use server_metrics::ServerMetrics;
 pub use shard_metrics::ShardMetrics;
 
 use crate::informer::SharedInformer;
@@ -39,6 +41,8 @@ pub struct Metrics {
     registry: Mutex<Registry>,
     pub queues: QueueMetrics,
     pub grpc: GrpcMetricsLayer,
+    /// The gRPC server's connections and calls in flight, and what it refused.
+    pub server: ServerMetrics,
     /// 1 while this replica hands out keys: the leader, or the only replica
     /// when leader election is off.
     pub leader: Gauge,
@@ -52,6 +56,7 @@ impl Metrics {
         let mut registry = Registry::default();
         let queues = QueueMetrics::register(&mut registry);
         let grpc = GrpcMetricsLayer::register(&mut registry);
+        let server = ServerMetrics::register(&mut registry);
         let leader = Gauge::default();
         registry.register(
             "workqueue_sidecar_leader",
@@ -67,7 +72,7 @@ impl Metrics {
             "Changed TLS files: loaded, or refused (unreadable or unusable; the previous certificate stays)",
             by_result.clone(),
         );
-        Arc::new(Metrics { registry: Mutex::new(registry), queues, grpc, leader, shards, tls_reloads })
+        Arc::new(Metrics { registry: Mutex::new(registry), queues, grpc, server, leader, shards, tls_reloads })
     }
 
     /// Adds the informers' counters (events by type, lists) to what is
@@ -90,7 +95,12 @@ impl Metrics {
     }
 }
 
-/// Wraps every gRPC route in the request metrics layer.
-pub fn instrument(routes: tonic::service::Routes, metrics: &Metrics) -> tonic::service::Routes {
-    tonic::service::Routes::from(routes.into_axum_router().layer(metrics.grpc.clone()))
+/// Wraps every gRPC route in the request metrics layer; `methods` are the
+/// paths (`/service/Method`) the routes serve, each counted under its name.
+pub fn instrument(
+    routes: tonic::service::Routes,
+    methods: impl IntoIterator<Item = String>,
+    metrics: &Metrics,
+) -> tonic::service::Routes {
+    tonic::service::Routes::from(routes.into_axum_router().layer(metrics.grpc.serving(methods)))
 }

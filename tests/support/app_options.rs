@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use workqueue_sidecar::app::Options;
 use workqueue_sidecar::config::Config;
-use workqueue_sidecar::server::Exposure;
+use workqueue_sidecar::server::{Exposure, ServerLimits};
 
 /// `config` served on 127.0.0.1:0 over plaintext TCP, without the admin
 /// port, TLS, election or sharding; Kubernetes from `kubeconfig`.
@@ -21,5 +21,6 @@ pub fn loopback(config: Config, kubeconfig: Option<std::path::PathBuf>) -> Optio
         election: None,
         sharding: None,
         grace_period: Duration::from_secs(5),
+        limits: ServerLimits::default(),
     }
 }

@@ -34,6 +34,13 @@ impl Sidecar {
         Starting::spawn(args).listening(Duration::from_secs(30))
     }
 
+    /// As `start`, run by `sh` after the shell command `setup` (e.g. a `umask`).
+    pub fn start_in_shell(setup: &str, args: &[&str]) -> Sidecar {
+        let script = format!("{setup}; exec \"$0\" \"$@\"");
+        let binary = env!("CARGO_BIN_EXE_workqueue-sidecar");
+        Starting::spawn_with(Command::new("sh").args(["-c", &script, binary]), args).listening(Duration::from_secs(30))
+    }
+
     pub fn endpoint(&self) -> String {
         format!("http://{}", self.address)
     }
@@ -44,6 +51,17 @@ impl Sidecar {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// The process's resident memory in MiB, from /proc.
+    pub fn rss_mib(&self) -> f64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("reads /proc/PID/status");
+        let kib: f64 = status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS in /proc/PID/status");
+        kib / 1024.0
     }
 
     pub fn send_signal(&self, signal: &str) {
@@ -101,7 +119,12 @@ pub struct Starting {
 impl Starting {
     /// Starts the binary with `args` plus `--tcp 127.0.0.1:0`, its stderr kept.
     pub fn spawn(args: &[&str]) -> Starting {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar"))
+        Self::spawn_with(&mut Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar")), args)
+    }
+
+    /// As `spawn`, through `command` (the binary, or something that execs it).
+    fn spawn_with(command: &mut Command, args: &[&str]) -> Starting {
+        let mut child = command
             .args(args)
             .args(["--tcp", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--log", "info"])
             .stdin(Stdio::null())

@@ -1,19 +1,25 @@
-//! Listening and serving: the gRPC routes on a TCP address and/or a unix socket, until shut down.
+//! Listening and serving: the gRPC routes on a TCP address and/or a unix socket, within the server's limits, until shut down.
+
+mod admission;
+mod call_limit;
+mod limits;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use std::time::Duration;
-
 use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::{mpsc, watch};
-use tokio_stream::StreamExt;
-use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream, UnixListenerStream};
+use tokio::sync::watch;
 use tonic::service::Routes;
 use tonic::transport::Server;
-use tracing::{debug, info};
+use tracing::info;
 
-use crate::tls::{ServingTls, TlsConnection};
+pub use limits::ServerLimits;
+
+use crate::metrics::ServerMetrics;
+use crate::tls::ServingTls;
+use admission::Admission;
+use call_limit::CallLimitLayer;
+use limits::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT};
 
 /// Where the sidecar listens, bound before anything is served.
 pub struct Listeners {
@@ -21,7 +27,15 @@ pub struct Listeners {
     pub unix: Option<(UnixListener, PathBuf)>,
     /// Serves the TCP listener over TLS when set.
     pub tls: Option<ServingTls>,
+    /// What clients may make the server spend, over every listener.
+    pub limits: ServerLimits,
+    /// Where the server counts its connections and calls.
+    pub metrics: ServerMetrics,
 }
+
+/// The unix socket's mode: the sidecar's user and group may connect (the
+/// shipped manifests run both containers in group 65532), nobody else.
+pub const UNIX_SOCKET_MODE: u32 = 0o660;
 
 /// What a TCP address beyond loopback needs: `--allow-remote`, and TLS or
 /// an explicit `--insecure`.
@@ -30,11 +44,6 @@ pub struct Exposure {
     pub allow_remote: bool,
     pub insecure: bool,
 }
-
-/// How long a client gets to finish its TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Connections whose handshake finished, waiting for the server to take them.
-const HANDSHAKEN_BACKLOG: usize = 64;
 
 /// Why the sidecar could not listen.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +54,8 @@ pub enum ListenError {
     BindTcp { address: SocketAddr, source: std::io::Error },
     #[error("binding unix socket {path}: {source}")]
     BindUnix { path: PathBuf, source: std::io::Error },
+    #[error("unix socket {path}: will not replace it: {why}")]
+    UnixPathTaken { path: PathBuf, why: String },
     #[error("nothing to listen on: give --tcp, --unix or both")]
     Nothing,
     #[error(
@@ -91,18 +102,15 @@ impl Listeners {
             None => None,
         };
         let unix = match unix {
-            Some(path) => {
-                // A socket file left by a previous run would make bind fail.
-                if path.exists() {
-                    let _ = std::fs::remove_file(path);
-                }
-                let listener = UnixListener::bind(path)
-                    .map_err(|source| ListenError::BindUnix { path: path.to_path_buf(), source })?;
-                Some((listener, path.to_path_buf()))
-            }
+            Some(path) => Some((bind_unix(path)?, path.to_path_buf())),
             None => None,
         };
-        Ok(Listeners { tcp, unix, tls })
+        Ok(Listeners { tcp, unix, tls, limits: ServerLimits::default(), metrics: ServerMetrics::default() })
+    }
+
+    /// These listeners, served within `limits` and counted in `metrics`.
+    pub fn within(self, limits: ServerLimits, metrics: ServerMetrics) -> Self {
+        Listeners { limits, metrics, ..self }
     }
 
     pub fn tcp_address(&self) -> Option<SocketAddr> {
@@ -117,41 +125,39 @@ pub async fn serve(
     listeners: Listeners,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), tonic::transport::Error> {
+    let Listeners { tcp, unix, tls, limits, metrics } = listeners;
+    let admission = Admission::new(limits.max_connections, metrics.clone());
+    let calls = CallLimitLayer::new(limits.max_calls, metrics);
+    let server = || {
+        Server::builder()
+            .max_concurrent_streams(limits.max_streams_per_connection)
+            .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+            .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+            .layer(calls.clone())
+            .add_routes(routes.clone())
+    };
     let mut servers = tokio::task::JoinSet::new();
-    if let Some(listener) = listeners.tcp {
+    if let Some(listener) = tcp {
         let address = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
-        let (routes, stop) = (routes.clone(), stopped(stop.clone()));
-        match listeners.tls {
+        let stop = stopped(stop.clone());
+        match tls {
             Some(tls) => {
                 info!(transport = "tcp", %address, tls = true, "listening");
-                let incoming = handshaken(listener, tls);
-                servers.spawn(async move {
-                    Server::builder().add_routes(routes).serve_with_incoming_shutdown(incoming, stop).await
-                });
+                let (server, incoming) = (server(), admission.tls(listener, tls));
+                servers.spawn(async move { server.serve_with_incoming_shutdown(incoming, stop).await });
             }
             None => {
                 info!(transport = "tcp", %address, "listening");
-                servers.spawn(async move {
-                    // We accept the sockets ourselves, so tonic's own nodelay setting
-                    // never applies: without it, small replies wait on Nagle's algorithm.
-                    let incoming = TcpListenerStream::new(listener).map(|accepted| {
-                        accepted.inspect(|stream| {
-                            let _ = stream.set_nodelay(true);
-                        })
-                    });
-                    Server::builder().add_routes(routes).serve_with_incoming_shutdown(incoming, stop).await
-                });
+                let (server, incoming) = (server(), admission.tcp(listener));
+                servers.spawn(async move { server.serve_with_incoming_shutdown(incoming, stop).await });
             }
         }
     }
-    if let Some((listener, path)) = listeners.unix {
+    if let Some((listener, path)) = unix {
         info!(transport = "unix", path = %path.display(), "listening");
-        let (routes, stop) = (routes.clone(), stopped(stop.clone()));
+        let (server, incoming, stop) = (server(), admission.unix(listener), stopped(stop.clone()));
         servers.spawn(async move {
-            let result = Server::builder()
-                .add_routes(routes)
-                .serve_with_incoming_shutdown(UnixListenerStream::new(listener), stop)
-                .await;
+            let result = server.serve_with_incoming_shutdown(incoming, stop).await;
             let _ = std::fs::remove_file(&path);
             result
         });
@@ -163,38 +169,28 @@ pub async fn serve(
     Ok(())
 }
 
-/// The TLS connections of `listener`: each accepted socket is handshaken in
-/// a task of its own (a slow client holds up no one), and failures are
-/// logged and dropped.
-fn handshaken(listener: TcpListener, tls: ServingTls) -> ReceiverStream<std::io::Result<TlsConnection>> {
-    let (tx, rx) = mpsc::channel(HANDSHAKEN_BACKLOG);
-    tokio::spawn(async move {
-        loop {
-            let (socket, peer) = match listener.accept().await {
-                Ok(accepted) => accepted,
-                Err(err) => {
-                    debug!(%err, "accepting a TCP connection failed");
-                    continue;
-                }
-            };
-            let _ = socket.set_nodelay(true);
-            // Each handshake uses the certificate loaded last.
-            let (acceptor, handshaken) = (tls.acceptor(), tx.clone());
-            tokio::spawn(async move {
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(socket)).await {
-                    Ok(Ok(stream)) => {
-                        let _ = handshaken.send(Ok(TlsConnection(stream))).await;
-                    }
-                    Ok(Err(err)) => debug!(%peer, %err, "TLS handshake failed"),
-                    Err(_) => debug!(%peer, "TLS handshake timed out"),
-                }
-            });
-            if tx.is_closed() {
-                return;
-            }
+/// Binds the unix socket at `path`, readable and writable by its owner and
+/// group only (`UNIX_SOCKET_MODE`, whatever the umask). A socket left there
+/// by a run that is gone is replaced; anything else at the path (a file, a
+/// directory, a socket another process serves) is refused, never deleted.
+fn bind_unix(path: &Path) -> Result<UnixListener, ListenError> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let refused = |why: &str| ListenError::UnixPathTaken { path: path.to_path_buf(), why: why.to_owned() };
+    match std::fs::symlink_metadata(path) {
+        Ok(found) if !found.file_type().is_socket() => return Err(refused("it is not a socket")),
+        Ok(_) if std::os::unix::net::UnixStream::connect(path).is_ok() => {
+            return Err(refused("another process is listening on it"));
         }
-    });
-    ReceiverStream::new(rx)
+        // A socket nobody serves: left by a run that is gone.
+        Ok(_) => {
+            std::fs::remove_file(path).map_err(|source| ListenError::BindUnix { path: path.to_path_buf(), source })?
+        }
+        Err(_) => {}
+    }
+    let bind_error = |source| ListenError::BindUnix { path: path.to_path_buf(), source };
+    let listener = UnixListener::bind(path).map_err(bind_error)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(UNIX_SOCKET_MODE)).map_err(bind_error)?;
+    Ok(listener)
 }
 
 async fn stopped(mut stop: watch::Receiver<bool>) {
