@@ -20,6 +20,9 @@ import (
 
 const socket = "run/workqueue-sidecar/grpc.sock"
 
+// Where a pod's service-account token is mounted (automounted or projected).
+const token = "var/run/secrets/kubernetes.io/serviceaccount/token"
+
 func TestOverlayPodsBecomeReady(t *testing.T) {
 	took := deploy(t)
 	t.Logf("apply to rollout complete (every pod Ready): %s", took.Round(100*time.Millisecond))
@@ -51,12 +54,18 @@ func checkPod(t *testing.T, pod *corev1.Pod) {
 			reconciler.State.Running.StartedAt, sidecar.State.Running.StartedAt)
 	}
 	// Ready, as the kubelet's probes found: the sidecar's /readyz (readiness)
-	// and gRPC health (startup, liveness), with no restart.
+	// and /healthz (startup, liveness) on the admin port, with no restart.
 	if !sidecar.Ready || sidecar.Started == nil || !*sidecar.Started || sidecar.RestartCount != 0 {
 		t.Errorf("%s: the sidecar's probes: ready=%v started=%v restarts=%d", pod.Name, sidecar.Ready, sidecar.Started, sidecar.RestartCount)
 	}
-	if probe := init[0].LivenessProbe; probe == nil || probe.GRPC == nil {
-		t.Errorf("%s: the sidecar's liveness probe is not gRPC", pod.Name)
+	if probe := init[0].LivenessProbe; probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != "/healthz" {
+		t.Errorf("%s: the sidecar's liveness probe is not /healthz", pod.Name)
+	}
+	// No gRPC on the pod IP: the unix socket is the whole API.
+	for _, port := range init[0].Ports {
+		if port.ContainerPort != 8081 {
+			t.Errorf("%s: the sidecar declares port %d; only the admin port 8081 should be on the pod IP", pod.Name, port.ContainerPort)
+		}
 	}
 	if probe := init[0].ReadinessProbe; probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != "/readyz" {
 		t.Errorf("%s: the sidecar's readiness probe is not /readyz", pod.Name)
@@ -70,6 +79,11 @@ func checkPod(t *testing.T, pod *corev1.Pod) {
 		}
 		if !rootReadOnly(t, c.Pid) {
 			t.Errorf("%s/%s: the root filesystem is writable", pod.Name, name)
+		}
+		// Only the sidecar holds the service account's token.
+		_, tokenErr := os.Stat(filepath.Join("/proc", fmt.Sprint(c.Pid), "root", token))
+		if holds := tokenErr == nil; holds != (name == "workqueue-sidecar") {
+			t.Errorf("%s/%s: holds a service-account token: %v, want %v", pod.Name, name, holds, !holds)
 		}
 		info, err := os.Stat(filepath.Join("/proc", fmt.Sprint(c.Pid), "root", socket))
 		if err != nil || info.Mode()&os.ModeSocket == 0 {
