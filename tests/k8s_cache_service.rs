@@ -222,7 +222,8 @@ async fn k8s_standalone_sidecar_should_answer_not_found_for_every_informer() {
         workqueue_sidecar::queue_registry::QueueRegistry::new([("default".to_string(), Default::default())]).unwrap(),
     );
     let informers = std::sync::Arc::new(workqueue_sidecar::informer::InformerRegistry::empty());
-    let mut sidecar = Sidecar { queues, informers, tasks: Default::default(), finalizers: Vec::new() };
+    let mut sidecar =
+        Sidecar { queues, informers, tasks: Default::default(), finalizers: Vec::new(), writes: Vec::new() };
     let (channel, _stop) = sidecar.serve_grpc(None).await;
     let err = CacheServiceClient::new(channel)
         .get_object(pb::GetObjectRequest { informer: "users".into(), name: "x".into(), ..Default::default() })

@@ -27,7 +27,8 @@ const FINALIZER: &str = "example.com/cleanup";
 fn config(namespace: &str) -> String {
     format!(
         "informers:\n  cms: {{ version: v1, kind: ConfigMap, namespace: {namespace} }}\n\
-         queues:\n  q: {{ primary: cms, finalizer: {FINALIZER} }}\n"
+         queues:\n  q: {{ primary: cms, finalizer: {FINALIZER} }}\n\
+         writes:\n  - {{ kind: ConfigMap, namespaces: [{namespace}] }}\n"
     )
 }
 

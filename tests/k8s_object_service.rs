@@ -42,7 +42,8 @@ fn refused(result: Result<impl std::fmt::Debug, Status>, code: Code, reason: &st
 async fn k8s_object_service_should_create_apply_patch_and_delete_and_read_its_writes_back() {
     let client = control_plane::client().await;
     let ns = TestNamespace::create(&client, "objects").await;
-    let yaml = configmaps_into_queue_q(ns.name());
+    // ConfigMaps in `ns`, and (at the end) a Namespace's delete, declared.
+    let yaml = configmaps_into_queue_q(ns.name()) + "  - { kind: Namespace, verbs: [delete], lease: optional }\n";
     let mut sidecar = Sidecar::start(&client, &yaml).await;
     sidecar.synced().await;
     let (channel, _stop) = sidecar.serve_grpc(Some(ObjectWriter::new(client.clone(), "tests".into()))).await;
@@ -202,7 +203,13 @@ spec:
 "
     );
     apply_crd(&client, &format!("gadgets.{group}"), &crd).await;
-    let mut sidecar = Sidecar::start(&client, "queues:\n  q: {}\n").await;
+    // Writes need a Kubernetes client, which only a config with informers has.
+    let yaml = format!(
+        "informers:\n  nss: {{ version: v1, kind: Namespace, metadata_only: true }}\nqueues:\n  q: {{}}\n\
+         writes:\n  - {{ group: {group}, kind: Gadget, lease: optional }}\n  - {{ group: {group}, kind: Gizmo, lease: optional }}\n\
+         \x20\x20- {{ kind: ConfigMap, lease: optional }}\n"
+    );
+    let mut sidecar = Sidecar::start(&client, &yaml).await;
     let (channel, _stop) = sidecar.serve_grpc(Some(ObjectWriter::new(client.clone(), "tests".into()))).await;
     let mut objects = ObjectServiceClient::new(channel);
     let gadgets = Some(pb::ResourceType { api_version: format!("{group}/v1"), kind: "Gadget".into() });
@@ -323,4 +330,43 @@ spec:
     assert_eq!(objects.delete_object(delete).await.unwrap_err().code(), Code::InvalidArgument);
     let victim = cms.get("victim").await.expect("victim is not deleted");
     assert_eq!(victim.data, None, "victim is not patched");
+}
+
+#[tokio::test]
+#[ignore = "needs a control plane: hack/test runs it with --ignored"]
+async fn k8s_a_write_the_config_does_not_declare_should_be_refused_and_not_made() {
+    use k8s_openapi::api::core::v1::Secret;
+    let client = control_plane::client().await;
+    let ns = TestNamespace::create(&client, "objects-undeclared").await;
+    let other = TestNamespace::create(&client, "objects-undeclared-other").await;
+    // Declares ConfigMaps in `ns` only.
+    let mut sidecar = Sidecar::start(&client, &configmaps_into_queue_q(ns.name())).await;
+    sidecar.synced().await;
+    let (channel, _stop) = sidecar.serve_grpc(Some(ObjectWriter::new(client.clone(), "tests".into()))).await;
+    let mut objects = ObjectServiceClient::new(channel);
+    let create = |kind: &str, namespace: &str| pb::CreateObjectRequest {
+        r#type: Some(pb::ResourceType { api_version: "v1".into(), kind: kind.into() }),
+        namespace: namespace.into(),
+        json: serde_json::to_vec(&json!({"metadata": {"name": "x"}})).unwrap(),
+        field_manager: String::new(),
+        lease: None,
+    };
+    let not_declared = |result: Result<tonic::Response<pb::CreateObjectResponse>, Status>, what: &str| {
+        let status = result.expect_err(what);
+        assert_eq!(status.code(), Code::PermissionDenied, "{what}: {status:?}");
+        let info = status.get_details_error_info().unwrap_or_else(|| panic!("{what}: no ErrorInfo in {status:?}"));
+        assert_eq!((info.domain.as_str(), info.reason.as_str()), ("workqueue-sidecar", "WRITE_NOT_DECLARED"));
+        assert!(status.message().contains("not among the config's declared writes"), "{what}: {status:?}");
+    };
+
+    // Another kind, though the service account may write it.
+    not_declared(objects.create_object(create("Secret", ns.name())).await, "a Secret");
+    let secret = Api::<Secret>::namespaced(client.clone(), ns.name()).get_opt("x").await.unwrap();
+    assert!(secret.is_none(), "the refused Secret was not made");
+    // The declared kind in another namespace.
+    not_declared(objects.create_object(create("ConfigMap", other.name())).await, "a ConfigMap elsewhere");
+    let elsewhere = Api::<ConfigMap>::namespaced(client.clone(), other.name()).get_opt("x").await.unwrap();
+    assert!(elsewhere.is_none(), "the refused ConfigMap was not made");
+    // The declared write itself goes through.
+    objects.create_object(create("ConfigMap", ns.name())).await.expect("a declared write");
 }

@@ -141,8 +141,9 @@ async fn start_with(
 ) -> (TestNamespace, Clients, (Sidecar, tokio::sync::watch::Sender<bool>)) {
     let ns = TestNamespace::create(&client, prefix).await;
     let yaml = format!(
-        "informers:\n  cms: {{ version: v1, kind: ConfigMap, namespace: {} }}\nqueues:\n  q: {{ primary: cms{queue_fields} }}\n",
-        ns.name()
+        "informers:\n  cms: {{ version: v1, kind: ConfigMap, namespace: {ns} }}\nqueues:\n  q: {{ primary: cms{queue_fields} }}\n\
+         writes:\n  - {{ kind: ConfigMap, namespaces: [{ns}], lease: optional }}\n",
+        ns = ns.name()
     );
     let mut sidecar = Sidecar::start(&client, &yaml).await;
     sidecar.synced().await;

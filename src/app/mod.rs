@@ -25,7 +25,7 @@ use crate::informer::{InformerRegistry, InformerWatches, ShardWatch};
 use crate::informer::{QueueBinding, ShardBy};
 use crate::leader::{ElectionSettings, Elector, Leadership};
 use crate::metrics::{self, Metrics};
-use crate::objects::ObjectWriter;
+use crate::objects::{ObjectWriter, WritePolicy};
 use crate::queue_registry::QueueRegistry;
 use crate::server::{self, Exposure, Listeners, ServerLimits};
 use crate::shard::SlotSet;
@@ -66,6 +66,8 @@ pub struct Sidecar {
     writer: Option<Arc<ObjectWriter>>,
     /// Each queue's declared finalizer: (queue, finalizer).
     finalizers: Vec<(String, String)>,
+    /// What workers may write through the sidecar.
+    write_policy: WritePolicy,
     metrics: Arc<Metrics>,
     readiness: Arc<Readiness>,
     listeners: Listeners,
@@ -87,6 +89,11 @@ impl Sidecar {
         let bindings: Vec<_> = config.queues.iter().map(|q| (q.name.clone(), q.binding.clone())).collect();
         let finalizers =
             bindings.iter().filter_map(|(queue, binding)| Some((queue.clone(), binding.finalizer.clone()?))).collect();
+        // The election's and the shard members' Leases live in one namespace:
+        // no worker may write a Lease there.
+        let own_leases =
+            election.as_ref().map(|e| e.namespace.clone()).or(sharding.as_ref().map(|s| s.namespace.clone()));
+        let write_policy = WritePolicy::new(config.writes, own_leases);
         let queues = Arc::new(
             QueueRegistry::observed(config.queues.into_iter().map(|q| (q.name, q.settings)), |name| {
                 metrics.queues.observer(name)
@@ -146,6 +153,7 @@ impl Sidecar {
             watches,
             writer,
             finalizers,
+            write_policy,
             metrics,
             readiness: Readiness::new(),
             listeners,
@@ -181,6 +189,7 @@ impl Sidecar {
             watches,
             writer,
             finalizers,
+            write_policy,
             metrics,
             readiness,
             listeners,
@@ -201,7 +210,7 @@ impl Sidecar {
         let writes = writer.map(|writer| {
             let freshness = Arc::new(Freshness::new(&informers, queues.clone()));
             tasks.background("stale-read guard: follows the caches", freshness.clone().follow_caches());
-            grpc::Writes { writer, freshness, finalizers }
+            grpc::Writes { writer, freshness, finalizers, policy: write_policy }
         });
         let api = grpc::api(queues.clone(), informers.clone(), writes, grace_period)
             .await

@@ -11,6 +11,7 @@ use super::informer::InformerEntries;
 use super::queue_name;
 use super::rate_limiter::RateLimiterDoc;
 use super::shard_by::ShardByDoc;
+use super::writes::WriteDoc;
 use crate::informer::{QueueBinding, ShardBy};
 use crate::queue::QueueSettings;
 
@@ -27,6 +28,9 @@ pub(super) struct FileDoc {
     /// The field manager of writes through the sidecar that name none.
     #[serde(default)]
     pub(super) field_manager: Option<String>,
+    /// What workers may write through the sidecar; missing: nothing.
+    #[serde(default)]
+    pub(super) writes: Option<Vec<WriteDoc>>,
 }
 
 /// One queue as read: its name, settings and informer binding.

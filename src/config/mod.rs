@@ -32,12 +32,14 @@ mod queue_name;
 mod rate_limiter;
 mod shard_by;
 mod summary;
+mod writes;
 
 use std::path::Path;
 
 pub use error::{ConfigError, Position};
 
 use crate::informer::{InformerSpec, LanePriorities, QueueBinding, ShardBy, TriggerMap};
+use crate::objects::WriteRule;
 use crate::queue::QueueSettings;
 use document::FileDoc;
 
@@ -55,6 +57,9 @@ pub struct Config {
     /// The field manager of writes through the sidecar (ObjectService) that
     /// name none themselves.
     pub field_manager: String,
+    /// What workers may write through the sidecar, in file order; empty:
+    /// nothing (every ObjectService write is refused).
+    pub writes: Vec<WriteRule>,
 }
 
 /// The field manager of writes when neither the config nor the request names one.
@@ -122,7 +127,30 @@ impl Config {
             }
             Some(name) => name,
         };
-        Ok(Config { queues, informers, field_manager })
+        let writes = doc
+            .writes
+            .unwrap_or_default()
+            .into_iter()
+            .enumerate()
+            .map(|(i, entry)| {
+                entry.rule().map_err(|(field, problem)| ConfigError::Field {
+                    file: origin.to_owned(),
+                    field: format!("writes[{i}].{field}"),
+                    problem,
+                    position: None,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if !writes.is_empty() && informers.is_empty() {
+            return Err(ConfigError::Field {
+                file: origin.to_owned(),
+                field: "writes".into(),
+                problem: "declares writes, but without informers the sidecar has no Kubernetes client to make them"
+                    .into(),
+                position: None,
+            });
+        }
+        Ok(Config { queues, informers, field_manager, writes })
     }
 
     /// The config without a file: one queue named `default` with default settings.
@@ -135,6 +163,7 @@ impl Config {
             }],
             informers: Vec::new(),
             field_manager: DEFAULT_FIELD_MANAGER.to_owned(),
+            writes: Vec::new(),
         }
     }
 }

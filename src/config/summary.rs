@@ -4,6 +4,7 @@ use std::fmt::Write;
 
 use super::Config;
 use crate::informer::{IndexBy, InformerSpec, Predicate, QueueBinding, ShardBy, TriggerMap};
+use crate::objects::WritePolicy;
 use crate::queue::{QueueSettings, RateLimiterSpec};
 
 impl Config {
@@ -26,6 +27,12 @@ impl Config {
         }
         if !self.informers.is_empty() {
             let _ = writeln!(out, "writes through the sidecar: field manager {:?}", self.field_manager);
+            if self.writes.is_empty() {
+                out.push_str("  none declared: every write is refused (PERMISSION_DENIED)\n");
+            }
+            for line in WritePolicy::describe(&self.writes) {
+                let _ = writeln!(out, "  {line}");
+            }
         }
         out
     }

@@ -11,7 +11,9 @@ use super::pb::{self, object_service_server::ObjectService};
 use super::status::ApiError;
 use super::validate;
 use crate::freshness::{Freshness, LeaseRef, WriteTicket, Written};
-use crate::objects::{DeleteOptions, Deleted, KindRef, ObjectRef, ObjectWriter, PatchBody, Propagation};
+use crate::objects::{
+    DeleteOptions, Deleted, KindRef, ObjectRef, ObjectWriter, PatchBody, Propagation, WritePolicy, WriteVerb,
+};
 
 /// What writes need: `None` in the standalone mode, which has no Kubernetes.
 pub struct Writes {
@@ -19,6 +21,8 @@ pub struct Writes {
     pub freshness: Arc<Freshness>,
     /// Each queue's declared finalizer: (queue, finalizer).
     pub finalizers: Vec<(String, String)>,
+    /// What workers may write; everything else is refused.
+    pub policy: WritePolicy,
 }
 
 /// The handlers.
@@ -32,11 +36,19 @@ impl ObjectApi {
     }
 
     /// The writer, and a ticket of the stale-read guard for one write under
-    /// `lease` (refused when the lease is not current). The write and its
+    /// `lease`: refused when the config does not declare a `verb` of `kind`
+    /// in `namespace` (under a lease, if it is given), or the lease is not current. The write and its
     /// ticket go on a task of their own ([`carried`]). Called before the
     /// body is parsed, so a refused write costs no parse.
-    fn begin(&self, lease: Option<&pb::LeaseRef>) -> Result<(Arc<ObjectWriter>, WriteTicket), ApiError> {
+    fn begin(
+        &self,
+        verb: WriteVerb,
+        kind: &KindRef,
+        namespace: Option<&str>,
+        lease: Option<&pb::LeaseRef>,
+    ) -> Result<(Arc<ObjectWriter>, WriteTicket), ApiError> {
         let writes = self.writes.as_ref().ok_or(ApiError::NoKubernetes)?;
+        writes.policy.check(verb, kind, namespace, lease.is_some())?;
         let ticket = writes.freshness.begin(lease.map(lease_ref).transpose()?)?;
         Ok((writes.writer.clone(), ticket))
     }
@@ -50,7 +62,8 @@ impl ObjectService for ObjectApi {
         let req = request.into_inner();
         let target = object_ref(req.r#type.as_ref(), &req.namespace, &req.name)?;
         let manager = field_manager(&req.field_manager)?;
-        let (writer, ticket) = self.begin(req.lease.as_ref())?;
+        let (writer, ticket) =
+            self.begin(WriteVerb::Apply, &target.kind, target.namespace.as_deref(), req.lease.as_ref())?;
         let object = json_value("json", &req.json)?;
         let written = carried(async move {
             let written = writer.apply(&target, object, manager.as_deref(), req.force).await?;
@@ -65,7 +78,8 @@ impl ObjectService for ObjectApi {
         let req = request.into_inner();
         let target = object_ref(req.r#type.as_ref(), &req.namespace, &req.name)?;
         let manager = field_manager(&req.field_manager)?;
-        let (writer, ticket) = self.begin(req.lease.as_ref())?;
+        let (writer, ticket) =
+            self.begin(WriteVerb::Patch, &target.kind, target.namespace.as_deref(), req.lease.as_ref())?;
         let patch = match pb::PatchType::try_from(req.patch_type) {
             Ok(pb::PatchType::Merge) => PatchBody::Merge(json_value("patch", &req.patch)?),
             Ok(pb::PatchType::Json) => PatchBody::Json(serde_json::from_slice(&req.patch).map_err(|err| {
@@ -89,7 +103,7 @@ impl ObjectService for ObjectApi {
         let kind = kind_ref(req.r#type.as_ref())?;
         let namespace = validate::namespace("namespace", &req.namespace)?.map(str::to_owned);
         let manager = field_manager(&req.field_manager)?;
-        let (writer, ticket) = self.begin(req.lease.as_ref())?;
+        let (writer, ticket) = self.begin(WriteVerb::Create, &kind, namespace.as_deref(), req.lease.as_ref())?;
         let object = json_value("json", &req.json)?;
         let written = carried(async move {
             let written = writer.create(&kind, namespace.as_deref(), object, manager.as_deref()).await?;
@@ -117,7 +131,8 @@ impl ObjectService for ObjectApi {
             resource_version: non_empty(req.precondition_resource_version),
             propagation,
         };
-        let (writer, ticket) = self.begin(req.lease.as_ref())?;
+        let (writer, ticket) =
+            self.begin(WriteVerb::Delete, &target.kind, target.namespace.as_deref(), req.lease.as_ref())?;
         let deleted = carried(async move {
             let deleted = writer.delete(&target, options).await?;
             match &deleted {

@@ -6,7 +6,7 @@ use tonic_types::{ErrorDetails, StatusExt};
 use super::bounded_text;
 use crate::freshness::{FenceError, LeaseEndedDuringWrite};
 use crate::informer::CacheReadError;
-use crate::objects::{Refusal, WriteError};
+use crate::objects::{Refusal, WriteDenied, WriteError};
 use crate::queue::QueueError;
 
 /// The `domain` of the ErrorInfo detail carried by the API server's refusals.
@@ -38,6 +38,9 @@ pub enum ApiError {
     /// A write under a lease made, but answered after the lease ended.
     #[error(transparent)]
     LeaseEnded(#[from] LeaseEndedDuringWrite),
+    /// A write the config does not declare (`writes:`).
+    #[error(transparent)]
+    WriteDenied(#[from] WriteDenied),
     /// A write asked of a sidecar that has no Kubernetes client.
     #[error("this sidecar runs without Kubernetes (its config names no informers), so it cannot write objects")]
     NoKubernetes,
@@ -81,6 +84,7 @@ impl From<ApiError> for Status {
             ApiError::Write(WriteError::TooManyOut { .. }) => {
                 sidecar_refusal(code, message, SidecarReason::TooManyWritesOut)
             }
+            ApiError::WriteDenied(_) => sidecar_refusal(code, message, SidecarReason::WriteNotDeclared),
             _ => Status::new(code, message),
         }
     }
@@ -96,6 +100,7 @@ enum SidecarReason {
     NoKubernetes,
     LeaseEndedDuringWrite,
     TooManyWritesOut,
+    WriteNotDeclared,
 }
 
 impl SidecarReason {
@@ -105,6 +110,7 @@ impl SidecarReason {
             SidecarReason::NoKubernetes => "NO_KUBERNETES",
             SidecarReason::LeaseEndedDuringWrite => "LEASE_ENDED_DURING_WRITE",
             SidecarReason::TooManyWritesOut => "TOO_MANY_WRITES_OUT",
+            SidecarReason::WriteNotDeclared => "WRITE_NOT_DECLARED",
         }
     }
 }
@@ -166,6 +172,7 @@ pub fn code_of(err: &ApiError) -> Code {
             WriteError::Refused(refusal) => code_of_http(refusal.http_status),
             WriteError::Unreachable(_) | WriteError::TooManyOut { .. } => Code::Unavailable,
         },
+        ApiError::WriteDenied(_) => Code::PermissionDenied,
         ApiError::NoKubernetes => Code::FailedPrecondition,
         // Like a failed precondition of the API server's (409): the write
         // raced another worker's claim on the object.
@@ -177,6 +184,7 @@ pub fn code_of(err: &ApiError) -> Code {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::objects::{KindRef, WritePolicy, WriteVerb};
     use crate::queue::LeaseToken;
 
     #[test]
@@ -200,6 +208,10 @@ mod tests {
                 LeaseEndedDuringWrite { queue: "q".into(), key: "ns/a".into() }.into()
             }
             SidecarReason::TooManyWritesOut => WriteError::TooManyOut { limit: 1 }.into(),
+            SidecarReason::WriteNotDeclared => WritePolicy::default()
+                .check(WriteVerb::Apply, &KindRef::parse("v1", "Secret").unwrap(), None, true)
+                .unwrap_err()
+                .into(),
         }
     }
 
@@ -226,6 +238,7 @@ mod tests {
             SidecarReason::NoKubernetes,
             SidecarReason::LeaseEndedDuringWrite,
             SidecarReason::TooManyWritesOut,
+            SidecarReason::WriteNotDeclared,
         ];
         let sent: BTreeSet<(String, String)> = reasons
             .into_iter()

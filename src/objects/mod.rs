@@ -4,6 +4,7 @@
 //! - [`error`]: why a write failed, sorted from what the Kubernetes client said.
 //! - [`finalizer`]: a declared finalizer added to or removed from an object, guarded by its resourceVersion.
 //! - [`write_slots`]: the bound on writes out to the API server at once.
+//! - [`write_policy`]: what workers may write: the config's declared writes.
 //!
 //! Requests arrive parsed (see `grpc/object_service.rs`): the JSON is a
 //! `serde_json` value, the patch a JSON merge or JSON patch value.
@@ -11,6 +12,7 @@
 mod error;
 mod finalizer;
 mod kinds;
+mod write_policy;
 mod write_slots;
 
 use std::ops::Deref;
@@ -24,6 +26,7 @@ pub use error::{Cause, Refusal, WriteError};
 pub use finalizer::FinalizerChange;
 pub use kinds::KindRef;
 use kinds::Kinds;
+pub use write_policy::{WriteDenied, WritePolicy, WriteRule, WriteVerb};
 pub use write_slots::MAX_WRITES_OUT;
 use write_slots::WriteSlots;
 

@@ -10,7 +10,7 @@ use workqueue_sidecar::config::Config;
 use workqueue_sidecar::freshness::Freshness;
 use workqueue_sidecar::grpc;
 use workqueue_sidecar::informer::InformerRegistry;
-use workqueue_sidecar::objects::ObjectWriter;
+use workqueue_sidecar::objects::{ObjectWriter, WritePolicy, WriteRule};
 use workqueue_sidecar::queue::{FinishOutcome, KeyPhase, KeyStatus, Lease, ReasonKind};
 use workqueue_sidecar::queue_registry::{Queue, QueueRegistry};
 use workqueue_sidecar::server::{Listeners, serve};
@@ -25,6 +25,8 @@ pub struct Sidecar {
     pub tasks: tokio::task::JoinSet<()>,
     /// Each queue's declared finalizer: (queue, finalizer).
     pub finalizers: Vec<(String, String)>,
+    /// The config's declared writes.
+    pub writes: Vec<WriteRule>,
 }
 
 impl Sidecar {
@@ -45,7 +47,7 @@ impl Sidecar {
         }
         let finalizers =
             config.queues.iter().filter_map(|q| Some((q.name.clone(), q.binding.finalizer.clone()?))).collect();
-        Sidecar { queues, informers, tasks, finalizers }
+        Sidecar { queues, informers, tasks, finalizers, writes: config.writes }
     }
 
     /// Writes through the sidecar as the app wires them: `writer` and the
@@ -53,7 +55,8 @@ impl Sidecar {
     pub fn writes(&mut self, writer: ObjectWriter) -> grpc::Writes {
         let freshness = Arc::new(Freshness::new(&self.informers, self.queues.clone()));
         self.tasks.spawn(freshness.clone().follow_caches());
-        grpc::Writes { writer: Arc::new(writer), freshness, finalizers: self.finalizers.clone() }
+        let policy = WritePolicy::new(self.writes.clone(), None);
+        grpc::Writes { writer: Arc::new(writer), freshness, finalizers: self.finalizers.clone(), policy }
     }
 
     /// Serves the sidecar's gRPC API on 127.0.0.1, writing with `writer` (no
@@ -135,6 +138,7 @@ pub async fn stays_empty(queue: &Queue, quiet: Duration) {
 /// A config with one informer on `namespace`'s ConfigMaps, the primary of queue `q`.
 pub fn configmaps_into_queue_q(namespace: &str) -> String {
     format!(
-        "informers:\n  cms: {{ version: v1, kind: ConfigMap, namespace: {namespace} }}\nqueues:\n  q: {{ primary: cms }}\n"
+        "informers:\n  cms: {{ version: v1, kind: ConfigMap, namespace: {namespace} }}\nqueues:\n  q: {{ primary: cms }}\n\
+         writes:\n  - {{ kind: ConfigMap, namespaces: [{namespace}], lease: optional }}\n"
     )
 }

@@ -32,6 +32,10 @@ informers:
 queues:
   cms:
     primary: cms
+writes:
+  - { kind: ConfigMap, namespaces: [default], lease: optional }
+  # Declared, so that a delete of it reaches discovery (an unknown kind).
+  - { group: nope.example.com, kind: Nope, lease: optional }
 `, selector))
 	client := dial(t, startSidecar(t, "--config", config, "--kubeconfig", kubeconfig))
 	objects := client.Objects()
@@ -169,6 +173,8 @@ informers:
 queues:
   cms:
     primary: cms
+writes:
+  - { kind: ConfigMap, namespaces: [default], lease: optional }
 `, selector))
 	client := dial(t, startSidecar(t, "--config", config, "--kubeconfig", kubeconfig))
 
@@ -241,6 +247,8 @@ queues:
   cms:
     primary: cms
     settle_timeout: 20s
+writes:
+  - { kind: ConfigMap, namespaces: [default], lease: optional }
 `, selector))
 	client := dial(t, startSidecar(t, "--config", config, "--kubeconfig", kubeconfig))
 	q := client.Queue("cms")

@@ -39,6 +39,10 @@ queues:
   configmaps:
     primary: configmaps
     settle_timeout: 20s
+writes:
+  - {{ kind: ConfigMap, namespaces: [{namespace}], lease: optional }}
+  # Declared, so that a delete of it reaches discovery (an unknown kind).
+  - {{ group: nope.example.com, kind: Nope, lease: optional }}
 """
 
 

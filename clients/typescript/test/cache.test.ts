@@ -36,6 +36,8 @@ informers:
 queues:
   cms:
     primary: cms
+writes:
+  - { kind: ConfigMap, namespaces: [default], lease: optional }
 `;
   const client: Client = await f.client((await f.sidecar({ config, args: ["--kubeconfig", kubeconfig!] })).target);
   const type = { apiVersion: "v1", kind: "ConfigMap" };

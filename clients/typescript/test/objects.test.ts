@@ -51,6 +51,8 @@ informers:
   cms: { version: v1, kind: ConfigMap, namespace: default, label_selector: wqs-ts-objects=${id} }
 queues:
   cms: { primary: cms }
+writes:
+  - { kind: ConfigMap, namespaces: [default], lease: optional }
 `;
   return f.client((await f.sidecar({ config, args: ["--kubeconfig", kubeconfig!] })).target);
 }

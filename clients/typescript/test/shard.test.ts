@@ -26,6 +26,8 @@ informers:
 queues:
   sharded: { primary: cms, shard_by: namespace }
   plain: {}
+writes:
+  - { kind: Namespace, verbs: [create, delete], lease: optional }
 `;
   const args = ["--kubeconfig", kubeconfig!, "--shard-group", "shards", "--leader-election-namespace", ns, "--leader-election-identity", IDENTITY, ...FAST_LEASES];
   const client = await f.client((await f.sidecar({ config, args })).target);

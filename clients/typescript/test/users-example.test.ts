@@ -7,13 +7,15 @@
 // clients/python/tests/test_users_example.py, UsersEndToEndTest.java).
 //
 // What a test checks it reads from the API server (kubectl); the Users are
-// written through the sidecar's ObjectService, as the Java test does.
+// written through the sidecar's ObjectService, as the Java test does, which
+// the test's config declares on top of the users config.
 // Skipped without WQS_KUBECONFIG. The control plane runs no
 // kube-controller-manager: no garbage collector and no namespace controller,
 // so a deleted Namespace stays Terminating ("deleted" here means it has a
 // deletionTimestamp) until it is finalized by hand, as the clean-up does.
 import assert from "node:assert/strict";
 import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { test, type TestContext } from "node:test";
 import { fileURLToPath } from "node:url";
@@ -27,6 +29,15 @@ const skip = kubeconfig ? false : 'needs a kube-apiserver: hack/control-plane up
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = join(here, "..", "..", "..", "..");
 const SIDECAR_CONFIG = join(repo, "deploy", "overlays", "users", "config.yaml");
+/**
+ * The users config, and the writes this test makes through the sidecar
+ * outside any lease (its Users, and edits of their Namespaces), added to
+ * the config's declared `writes:` list, its last section.
+ */
+const TEST_CONFIG =
+  readFileSync(SIDECAR_CONFIG, "utf8") +
+  "  - { group: example.com, kind: User, lease: optional }\n" +
+  "  - { kind: Namespace, verbs: [patch, delete], lease: optional }\n";
 const EXAMPLE = join(here, "..", "examples", "users", "users.js");
 const USER = { apiVersion: "example.com/v1", kind: "User" };
 const NAMESPACE = { apiVersion: "v1", kind: "Namespace" };
@@ -193,7 +204,7 @@ function e2e(name: string, body: (e: Env, t: TestContext) => Promise<void>): voi
   test(name, { skip }, async (t) => {
     await crdInstalled();
     const f = new Fixture(t);
-    const sidecar = await f.sidecar({ args: ["--kubeconfig", kubeconfig!, "--config", SIDECAR_CONFIG] });
+    const sidecar = await f.sidecar({ config: TEST_CONFIG, args: ["--kubeconfig", kubeconfig!] });
     const client = await f.client(sidecar.target);
     await client.cache.list("users", { waitMs: 30_000 }); // the informers synced
     const prefix = `ts${(Date.now() % 1_000_000).toString(36)}${Math.random().toString(36).slice(2, 5)}`;

@@ -56,6 +56,8 @@ class CacheK8sTest {
         queues:
           cms:
             primary: cms
+        writes:
+          - { kind: ConfigMap, namespaces: [default], lease: optional }
         """.formatted(selector);
     String a = id + "-a";
     String b = id + "-b";

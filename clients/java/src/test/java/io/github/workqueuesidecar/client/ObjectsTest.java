@@ -51,6 +51,8 @@ class ObjectsTest {
           cms: { version: v1, kind: ConfigMap, namespace: default, label_selector: wqs-java-objects=%s }
         queues:
           cms: { primary: cms }
+        writes:
+          - { kind: ConfigMap, namespaces: [default], lease: optional }
         """.formatted(id);
     return Sidecar.startWithKubeconfig(config, kubeconfig());
   }

@@ -35,6 +35,8 @@ class ShardK8sTest {
         queues:
           sharded: { primary: cms, shard_by: namespace }
           plain: {}
+        writes:
+          - { kind: Namespace, verbs: [create, delete], lease: optional }
         """.formatted(ns);
     try (Sidecar s = Sidecar.start(config, "--kubeconfig", kubeconfig, "--shard-group", "shards",
             "--leader-election-namespace", ns, "--leader-election-identity", IDENTITY,

@@ -101,8 +101,14 @@ class UsersEndToEndTest {
     assumeTrue(available(kubeconfig), "needs the local control plane: hack/control-plane up; eval \"$(hack/control-plane env)\"");
     assumeTrue(available(sidecarBin), "needs WQS_SIDECAR_BIN (hack/test-java sets it)");
     prefix = "jv" + Long.toString(System.nanoTime() % 1_000_000, 36) + test.getTestMethod().orElseThrow().getName().substring(0, 4).toLowerCase(Locale.ROOT);
+    // The users config, and the writes this test makes through the sidecar outside any lease
+    // (its Users, and edits of their Namespaces), added to the config's `writes:` list, its last section.
+    Path config = tmp.resolve("config.yaml");
+    Files.writeString(config, Files.readString(REPO.resolve("deploy/overlays/users/config.yaml"))
+        + "  - { group: example.com, kind: User, lease: optional }\n"
+        + "  - { kind: Namespace, verbs: [patch, delete], lease: optional }\n");
     ProcessBuilder pb = new ProcessBuilder(sidecarBin, "--tcp", "127.0.0.1:0", "--admin", "off", "--kubeconfig", kubeconfig,
-        "--config", REPO.resolve("deploy/overlays/users/config.yaml").toString()).redirectOutput(ProcessBuilder.Redirect.DISCARD);
+        "--config", config.toString()).redirectOutput(ProcessBuilder.Redirect.DISCARD);
     pb.environment().keySet().removeIf(k -> k.startsWith("WQS_") || k.startsWith("POD_"));
     sidecar = pb.start();
     client = WorkqueueClient.connect(awaitListening(sidecar, tmp.resolve("sidecar.log")));
