@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 pub use kube_client::kube_client;
 pub use tasks::Tasks;
@@ -86,6 +86,13 @@ impl Sidecar {
         let Options { config, tcp, unix, admin, exposure, tls, kubeconfig, election, sharding, grace_period, limits } =
             options;
         let metrics = Metrics::new();
+        for informer in config.informers.iter().filter(|i| i.is_sensitive() && i.serves_cache_reads()) {
+            warn!(
+                informer = %informer.name,
+                kind = %informer.kind,
+                "this informer's objects hold credentials, and cache_reads: true serves them to every client of the sidecar"
+            );
+        }
         let bindings: Vec<_> = config.queues.iter().map(|q| (q.name.clone(), q.binding.clone())).collect();
         let finalizers =
             bindings.iter().filter_map(|(queue, binding)| Some((queue.clone(), binding.finalizer.clone()?))).collect();

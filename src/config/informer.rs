@@ -87,6 +87,7 @@ struct InformerDoc {
     #[serde(default)]
     indexes: Option<IndexEntries>,
     shard_by: Option<ShardByDoc>,
+    cache_reads: Option<bool>,
 }
 
 fn yes() -> bool {
@@ -108,6 +109,7 @@ impl InformerDoc {
             resync: self.resync.and_then(|r| r.0),
             indexes: self.indexes.map(|i| i.0).unwrap_or_default(),
             shard_by: self.shard_by.map(ShardBy::from),
+            cache_reads: self.cache_reads,
         }
     }
 }

@@ -98,8 +98,8 @@ impl Config {
         if entries.is_empty() {
             return Err(ConfigError::NoQueues { file: origin.to_owned() });
         }
-        let informers = doc.informers.map(|i| i.0).unwrap_or_default();
-        let queues =
+        let mut informers = doc.informers.map(|i| i.0).unwrap_or_default();
+        let queues: Vec<QueueConfig> =
             entries
                 .into_iter()
                 .map(|entry| {
@@ -127,6 +127,12 @@ impl Config {
             }
             Some(name) => name,
         };
+        // Cache reads: as declared, else whether a queue uses the informer;
+        // a sensitive kind only when declared.
+        for informer in &mut informers {
+            let used = queues.iter().any(|q| q.binding.uses(&informer.name));
+            informer.cache_reads = Some(informer.cache_reads.unwrap_or(used && !informer.is_sensitive()));
+        }
         let writes = doc
             .writes
             .unwrap_or_default()

@@ -67,6 +67,12 @@ fn describe_informer(spec: &InformerSpec) -> String {
         };
         parts.push(format!("index {} by {by}", index.name));
     }
+    parts.push(match (spec.serves_cache_reads(), spec.is_sensitive()) {
+        (true, true) => "cache reads served (credentials: declared cache_reads: true)".to_owned(),
+        (true, false) => "cache reads served".to_owned(),
+        (false, true) => "no cache reads (credentials: cache_reads: true to serve)".to_owned(),
+        (false, false) => "no cache reads (no queue uses it: cache_reads: true to serve)".to_owned(),
+    });
     parts.join(", ")
 }
 
@@ -167,10 +173,18 @@ mod tests {
             "    trigger: namespaces by its controller owner reference",
             "    retries: the longest of (exponential 5ms..1000s; bucket 10 qps, burst 100)",
             "    finalizer: example.com/namespace",
+            "resync every 600s, cache reads served\n",
         ] {
             assert!(summary.contains(line), "{line:?} not in:\n{summary}");
         }
         assert!(!summary.contains("QueueSettings"), "no debug dump:\n{summary}");
+        let unused = "informers:\n  s: { version: v1, kind: Secret }\n  c: { version: v1, kind: ConfigMap }\nqueues:\n  q: { primary: s }\n";
+        let summary = Config::parse(unused, "c.yaml").unwrap().summary();
+        assert!(summary.contains("  s: v1 Secret, all namespaces, no cache reads (credentials"), "{summary}");
+        assert!(summary.contains("  c: v1 ConfigMap, all namespaces, no cache reads (no queue uses it"), "{summary}");
+        let declared = unused.replace("kind: Secret", "kind: Secret, cache_reads: true");
+        let summary = Config::parse(&declared, "c.yaml").unwrap().summary();
+        assert!(summary.contains("  s: v1 Secret, all namespaces, cache reads served (credentials"), "{summary}");
         let standalone = Config::standalone().summary();
         assert!(standalone.starts_with("informers: none"), "{standalone}");
         assert!(standalone.contains("  default:\n    keys: added by hand"), "{standalone}");

@@ -48,7 +48,11 @@ impl CacheApi {
         if name.is_empty() {
             return Err(ApiError::invalid("informer", "must name an informer of the sidecar config"));
         }
-        Ok(self.informers.informer(name)?)
+        let informer = self.informers.informer(name)?;
+        if !informer.spec().serves_cache_reads() {
+            return Err(ApiError::ReadNotDeclared(name.to_owned()));
+        }
+        Ok(informer)
     }
 
     /// Waits (within `wait`) for the informer's first list and for

@@ -208,6 +208,17 @@ pub fn lease_for(granted: &Lease<Arc<str>>, primary: Option<&SharedInformer>, in
     }
 }
 
+/// Refuses `include_object` when the queue's primary informer serves no
+/// cache reads: a lease would hand out what `CacheService` would not.
+pub fn check_object_reads(primary: Option<&SharedInformer>, include_object: bool) -> Result<(), ApiError> {
+    match primary {
+        Some(informer) if include_object && !informer.spec().serves_cache_reads() => {
+            Err(ApiError::ReadNotDeclared(informer.spec().name.clone()))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The object of `key` for a lease: the cached state, or the last known state
 /// of a deleted object (with `deleted`); `None` when neither is known.
 fn lease_object(informer: &SharedInformer, key: &str) -> Option<pb::CachedObject> {

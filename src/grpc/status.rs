@@ -41,6 +41,11 @@ pub enum ApiError {
     /// A write the config does not declare (`writes:`).
     #[error(transparent)]
     WriteDenied(#[from] WriteDenied),
+    /// A cache read of an informer the config does not serve to clients.
+    #[error(
+        "informer {0:?} serves no cache reads: a queue uses it as neither primary nor trigger, or its kind holds credentials; set informers.{0}.cache_reads: true to serve it"
+    )]
+    ReadNotDeclared(String),
     /// A write asked of a sidecar that has no Kubernetes client.
     #[error("this sidecar runs without Kubernetes (its config names no informers), so it cannot write objects")]
     NoKubernetes,
@@ -85,6 +90,7 @@ impl From<ApiError> for Status {
                 sidecar_refusal(code, message, SidecarReason::TooManyWritesOut)
             }
             ApiError::WriteDenied(_) => sidecar_refusal(code, message, SidecarReason::WriteNotDeclared),
+            ApiError::ReadNotDeclared(_) => sidecar_refusal(code, message, SidecarReason::ReadNotDeclared),
             _ => Status::new(code, message),
         }
     }
@@ -101,6 +107,7 @@ enum SidecarReason {
     LeaseEndedDuringWrite,
     TooManyWritesOut,
     WriteNotDeclared,
+    ReadNotDeclared,
 }
 
 impl SidecarReason {
@@ -111,6 +118,7 @@ impl SidecarReason {
             SidecarReason::LeaseEndedDuringWrite => "LEASE_ENDED_DURING_WRITE",
             SidecarReason::TooManyWritesOut => "TOO_MANY_WRITES_OUT",
             SidecarReason::WriteNotDeclared => "WRITE_NOT_DECLARED",
+            SidecarReason::ReadNotDeclared => "READ_NOT_DECLARED",
         }
     }
 }
@@ -172,7 +180,7 @@ pub fn code_of(err: &ApiError) -> Code {
             WriteError::Refused(refusal) => code_of_http(refusal.http_status),
             WriteError::Unreachable(_) | WriteError::TooManyOut { .. } => Code::Unavailable,
         },
-        ApiError::WriteDenied(_) => Code::PermissionDenied,
+        ApiError::WriteDenied(_) | ApiError::ReadNotDeclared(_) => Code::PermissionDenied,
         ApiError::NoKubernetes => Code::FailedPrecondition,
         // Like a failed precondition of the API server's (409): the write
         // raced another worker's claim on the object.
@@ -212,6 +220,7 @@ mod tests {
                 .check(WriteVerb::Apply, &KindRef::parse("v1", "Secret").unwrap(), None, true)
                 .unwrap_err()
                 .into(),
+            SidecarReason::ReadNotDeclared => ApiError::ReadNotDeclared("secrets".into()),
         }
     }
 
@@ -239,6 +248,7 @@ mod tests {
             SidecarReason::LeaseEndedDuringWrite,
             SidecarReason::TooManyWritesOut,
             SidecarReason::WriteNotDeclared,
+            SidecarReason::ReadNotDeclared,
         ];
         let sent: BTreeSet<(String, String)> = reasons
             .into_iter()

@@ -146,6 +146,8 @@ async fn run(
     }
     validate::worker(&open.worker)?;
     let ttl = validate::lease_ttl("open.lease_ttl", open.lease_ttl)?;
+    let primary = informers.and_then(|i| i.primary_of(&open.queue).cloned());
+    convert::check_object_reads(primary.as_deref(), open.include_object)?;
     let id = STREAM_IDS.fetch_add(1, Ordering::Relaxed);
     let worker = if open.worker.is_empty() { peer } else { open.worker };
     let holder: Holder = Arc::from(format!("{worker}#{id}"));
@@ -163,7 +165,6 @@ async fn run(
     )
     .await?;
     debug!(queue = %queue.name(), %holder, window, "work stream opened");
-    let primary = informers.and_then(|i| i.primary_of(&open.queue).cloned());
     let (include_object, ack_failures_only) = (open.include_object, open.ack_failures_only);
     let mut session = Session {
         queue,

@@ -140,6 +140,8 @@ impl WorkQueueService for WorkQueueApi {
         let max = (req.max_keys as usize).clamp(1, validate::MAX_GET_KEYS);
         let wait = validate::duration("wait", req.wait)?.unwrap_or_default().min(validate::MAX_GET_WAIT);
         let ttl = validate::lease_ttl("lease_ttl", req.lease_ttl)?;
+        let primary = self.informers.as_ref().and_then(|i| i.primary_of(&req.queue)).map(|i| &**i);
+        convert::check_object_reads(primary, req.include_object)?;
         let holder: Holder = Arc::from(if req.worker.is_empty() { "unary" } else { req.worker.as_str() });
         // The wait is cancel-safe: if the client goes away while waiting, tonic
         // drops this future and no key has been taken.
@@ -152,7 +154,6 @@ impl WorkQueueService for WorkQueueApi {
                 Err(_elapsed) => Vec::new(),
             },
         };
-        let primary = self.informers.as_ref().and_then(|i| i.primary_of(&req.queue)).map(|i| &**i);
         let mut answer = Answer::default();
         let mut leases = leases.into_iter();
         while let Some(lease) = leases.next() {

@@ -34,9 +34,28 @@ pub struct InformerSpec {
     /// their uid or namespace (`None`: every object). Only for the informers
     /// of sharded queues, sharded alike.
     pub shard_by: Option<ShardBy>,
+    /// Whether `CacheService` serves this informer's objects to clients. As
+    /// declared (`cache_reads`) until the config resolves it: then `Some`,
+    /// by default whether a queue uses the informer, never for a sensitive
+    /// kind ([`InformerSpec::is_sensitive`]) unless declared.
+    pub cache_reads: Option<bool>,
 }
 
+/// Kinds whose objects are credentials: served to clients only when the
+/// config says so by name (`cache_reads: true`), and warned about then.
+const SENSITIVE_KINDS: [(&str, &str); 1] = [("", "Secret")];
+
 impl InformerSpec {
+    /// Whether the kind holds credentials (a Secret).
+    pub fn is_sensitive(&self) -> bool {
+        SENSITIVE_KINDS.iter().any(|(group, kind)| self.group == *group && self.kind == *kind)
+    }
+
+    /// Whether clients may read this informer through `CacheService`.
+    pub fn serves_cache_reads(&self) -> bool {
+        self.cache_reads == Some(true)
+    }
+
     /// A spec with the defaults of the config file, for code and tests.
     pub fn new(name: impl Into<String>, group: &str, version: &str, kind: &str) -> Self {
         InformerSpec {
@@ -52,6 +71,7 @@ impl InformerSpec {
             resync: None,
             indexes: Vec::new(),
             shard_by: None,
+            cache_reads: Some(true),
         }
     }
 
@@ -103,6 +123,13 @@ pub struct QueueBinding {
     /// Replicas share this queue's keys by the shard slot of each primary
     /// object's uid or namespace; `None`: not sharded.
     pub shard_by: Option<ShardBy>,
+}
+
+impl QueueBinding {
+    /// Whether the queue reads `informer`: as its primary or a trigger.
+    pub fn uses(&self, informer: &str) -> bool {
+        self.primary.as_deref() == Some(informer) || self.triggers.iter().any(|t| t.informer == informer)
+    }
 }
 
 /// What a sharded queue's keys are sharded by: the field KEP-5866's
