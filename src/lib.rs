@@ -18,7 +18,7 @@
 //! - [`grpc`]: the wire face: `WorkQueueService` (unary calls and the `Work`
 //!   stream), `CacheService`, `ObjectService`, health and reflection; thin handlers.
 //! - [`server`], [`tls`]: listening on TCP (plaintext or TLS, optionally mTLS) and unix sockets,
-//!   serving until shut down.
+//!   serving until shut down, within bounds on what any client can make them spend.
 //! - [`metrics`]: Prometheus metrics with client-go's workqueue names, plus
 //!   leases and gRPC requests.
 //! - [`leader`]: leader election through a Lease; only the leader hands out keys.
