@@ -330,11 +330,21 @@ fn unix_socket_should_never_replace_what_is_not_a_stale_socket() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("grpc.sock");
     std::fs::write(&file, "not a socket").unwrap();
+    // The sidecar must exit at once; one that took the path serves on, and is
+    // stopped after 10 s so that the test fails rather than waits.
     let run = |path: &std::path::Path| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar"))
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_workqueue-sidecar"))
             .args(["--tcp", "off", "--admin", "off", "--unix", path.to_str().unwrap()])
-            .output()
-            .unwrap()
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        child.wait_with_output().unwrap()
     };
     let output = run(&file);
     let stderr = String::from_utf8_lossy(&output.stderr);

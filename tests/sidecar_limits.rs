@@ -199,15 +199,22 @@ async fn accepts_out_of_file_descriptors_should_pause_not_spin_and_resume_when_s
     WorkQueueServiceClient::new(channel).len(pb::LenRequest { queue: "default".into() }).await.expect("served again");
 }
 
-/// Waits (up to 20 s) until the metric `name_and_labels` reads at least `want`.
+/// Waits (up to 20 s of polling) until the metric `name_and_labels` reads at
+/// least `want`. Each read may wait for the admin port, which shares the
+/// process's descriptors: up to 30 s, past which the sidecar never freed one.
 async fn metric_reaches_at_least(sidecar: &Sidecar, name_and_labels: &str, want: f64) {
+    let read = || async {
+        tokio::time::timeout(Duration::from_secs(30), sidecar.metric(name_and_labels))
+            .await
+            .unwrap_or_else(|_| panic!("the admin port took no connection in 30 s: no descriptor was ever freed"))
+    };
     for _ in 0..200 {
-        if sidecar.metric(name_and_labels).await.is_some_and(|value| value >= want) {
+        if read().await.is_some_and(|value| value >= want) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("{name_and_labels} never reached {want}: {:?}", sidecar.metric(name_and_labels).await);
+    panic!("{name_and_labels} never reached {want}: {:?}", read().await);
 }
 
 #[tokio::test]
