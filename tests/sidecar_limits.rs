@@ -65,17 +65,6 @@ async fn made_up_methods_should_share_one_metric_label_and_leave_metrics_small()
     assert!(metrics.len() < 64 * 1024, "/metrics stays small: {} bytes", metrics.len());
 }
 
-/// Waits (up to 20 s) until the metric `name_and_labels` reads `want`.
-async fn metric_reaches(sidecar: &Sidecar, name_and_labels: &str, want: f64) {
-    for _ in 0..200 {
-        if sidecar.metric(name_and_labels).await == Some(want) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{name_and_labels} never read {want}: {:?}", sidecar.metric(name_and_labels).await);
-}
-
 /// A unary Get that long-polls an empty queue: a call held in flight for `wait`.
 fn held_call(channel: Channel, wait: Duration) -> tokio::task::JoinHandle<Result<(), tonic::Status>> {
     tokio::spawn(async move {
@@ -199,22 +188,32 @@ async fn accepts_out_of_file_descriptors_should_pause_not_spin_and_resume_when_s
     WorkQueueServiceClient::new(channel).len(pb::LenRequest { queue: "default".into() }).await.expect("served again");
 }
 
-/// Waits (up to 20 s of polling) until the metric `name_and_labels` reads at
-/// least `want`. Each read may wait for the admin port, which shares the
-/// process's descriptors: up to 30 s, past which the sidecar never freed one.
+/// Waits (up to 20 s of polling) until the metric `name_and_labels` reads `want`.
+async fn metric_reaches(sidecar: &Sidecar, name_and_labels: &str, want: f64) {
+    metric_passes(sidecar, name_and_labels, &format!("read {want}"), |value| value == want).await;
+}
+
+/// Waits (up to 20 s of polling) until the metric `name_and_labels` reads at least `want`.
 async fn metric_reaches_at_least(sidecar: &Sidecar, name_and_labels: &str, want: f64) {
+    metric_passes(sidecar, name_and_labels, &format!("reached {want}"), |value| value >= want).await;
+}
+
+/// Polls the metric until `passes` holds, or panics saying it `never` did.
+/// Each read may wait for the admin port, which shares the process's
+/// descriptors: up to 30 s, past which the sidecar never freed one.
+async fn metric_passes(sidecar: &Sidecar, name_and_labels: &str, never: &str, passes: impl Fn(f64) -> bool) {
     let read = || async {
         tokio::time::timeout(Duration::from_secs(30), sidecar.metric(name_and_labels))
             .await
             .unwrap_or_else(|_| panic!("the admin port took no connection in 30 s: no descriptor was ever freed"))
     };
     for _ in 0..200 {
-        if read().await.is_some_and(|value| value >= want) {
+        if read().await.is_some_and(&passes) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("{name_and_labels} never reached {want}: {:?}", read().await);
+    panic!("{name_and_labels} never {never}: {:?}", read().await);
 }
 
 #[tokio::test]
