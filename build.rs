@@ -2,9 +2,10 @@
 //! protobuf compiler, so no `protoc` is needed) parses every `.proto` file
 //! into a descriptor set, tonic-prost-build generates the prost messages and
 //! the tonic client and server from it, and the encoded descriptor set is
-//! written beside them for gRPC server reflection. Optimised builds also link
-//! the sidecar binary with `link/hot-code.ld`, which gathers the code a running
-//! sidecar executes into one region.
+//! written beside them for gRPC server reflection. Optimised builds with
+//! `WQS_HOT_CODE_LAYOUT=1` also link the sidecar binary with
+//! `link/hot-code.ld`, which gathers the code a running sidecar executes into
+//! one region (off by default: see README's "Code layout").
 
 use std::{
     env, fs, io,
@@ -22,6 +23,10 @@ const DESCRIPTOR_FILE: &str = "workqueue_descriptor.bin";
 /// The linker script listing the functions a running sidecar executes
 /// (written by `hack/profile-hot-code`).
 const HOT_CODE_SCRIPT: &str = "link/hot-code.ld";
+
+/// The variable that asks for the script: `1` links with it, anything else
+/// or nothing does not.
+const HOT_CODE_SWITCH: &str = "WQS_HOT_CODE_LAYOUT";
 
 fn main() -> ExitCode {
     match run() {
@@ -74,16 +79,20 @@ fn run() -> Result<(), String> {
         .map_err(|err| format!("generating Rust from {PROTO_DIR}/: {err}"))
 }
 
-/// In optimised builds for Linux, links the sidecar binary with
-/// `HOT_CODE_SCRIPT`, which places the functions it names before the rest of
+/// In optimised builds for Linux asked for with `HOT_CODE_SWITCH`, links the
+/// sidecar binary with `HOT_CODE_SCRIPT`, which places the functions it names before the rest of
 /// the code. The kernel maps a file's pages 64 KiB at a time around each one
 /// touched, so code run at every start or every event, scattered over 10 MB,
 /// kept most of the binary's code resident; gathered, it takes a few MiB.
-/// Debug builds (tests) skip it: their code is neither shipped nor measured,
-/// and they then do not depend on the script.
+/// Debug builds (tests) skip it: their code is neither shipped nor measured.
 fn link_hot_code_together() -> Result<(), String> {
     println!("cargo:rerun-if-changed={HOT_CODE_SCRIPT}");
-    if !optimised_for_linux() {
+    println!("cargo:rerun-if-env-changed={HOT_CODE_SWITCH}");
+    // Off by default: a list written by a profile goes stale with every
+    // edit, and its gain is in shared code pages that a memory cgroup
+    // mostly does not count, so no build or test waits on it.
+    let asked = env::var(HOT_CODE_SWITCH).is_ok_and(|value| value == "1");
+    if !asked || !optimised_for_linux() {
         return Ok(());
     }
     let manifest_dir = env::var_os("CARGO_MANIFEST_DIR").ok_or("CARGO_MANIFEST_DIR is not set")?;
