@@ -52,6 +52,11 @@ pub struct Cli {
     #[arg(long, env = "WQS_TLS_CLIENT_CA", value_name = "FILE", requires = "tls_cert")]
     pub tls_client_ca: Option<PathBuf>,
 
+    /// Let clients call ShutDown, which stops a queue for every worker. Off:
+    /// ShutDown is PERMISSION_DENIED; the sidecar drains its queues on SIGTERM.
+    #[arg(long, env = "WQS_ALLOW_SHUTDOWN_RPC")]
+    pub allow_shutdown_rpc: bool,
+
     /// On SIGTERM or SIGINT, how long held leases may run before their keys are handed back.
     #[arg(long, env = "WQS_GRACE_PERIOD", value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub grace_period: Duration,

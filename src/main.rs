@@ -124,6 +124,7 @@ fn options(cli: &Cli) -> anyhow::Result<Option<Options>> {
         election: election_settings(cli)?,
         sharding: sharding_settings(cli)?,
         grace_period: cli.grace_period,
+        allow_shutdown_rpc: cli.allow_shutdown_rpc,
         limits: ServerLimits {
             max_connections: cli.max_connections as usize,
             max_streams_per_connection: cli.max_streams_per_connection,

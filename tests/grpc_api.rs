@@ -11,7 +11,7 @@ use tonic::Code;
 use tonic::transport::Channel;
 use workqueue_sidecar::grpc::pb::work_queue_service_client::WorkQueueServiceClient;
 use workqueue_sidecar::grpc::pb::{self, finish_request, work_request, work_response};
-use workqueue_sidecar::grpc::{self, MAX_BATCH_KEYS, MAX_KEY_BYTES};
+use workqueue_sidecar::grpc::{self, MAX_BATCH_KEYS, MAX_KEY_BYTES, ShutDownRpc};
 use workqueue_sidecar::queue::{QueueSettings, RateLimiterSpec};
 use workqueue_sidecar::queue_registry::QueueRegistry;
 use workqueue_sidecar::server::{Listeners, serve};
@@ -39,6 +39,10 @@ fn settings() -> QueueSettings {
 }
 
 async fn start() -> TestServer {
+    start_with(ShutDownRpc::Allowed { drain_grace: DRAIN_GRACE }).await
+}
+
+async fn start_with(shut_down: ShutDownRpc) -> TestServer {
     let queues = Arc::new(
         QueueRegistry::new([
             ("default".to_string(), settings()),
@@ -52,7 +56,7 @@ async fn start() -> TestServer {
     let listeners = Listeners::bind(Some("127.0.0.1:0".parse().unwrap()), None, false).await.unwrap();
     let address = listeners.tcp_address().unwrap();
     let informers = Arc::new(workqueue_sidecar::informer::InformerRegistry::empty());
-    let api = grpc::api(queues, informers, None, DRAIN_GRACE).await.unwrap();
+    let api = grpc::api(queues, informers, None, shut_down).await.unwrap();
     let (stop, stop_rx) = watch::channel(false);
     tokio::spawn(serve(api.routes, listeners, stop_rx));
     let channel = tonic::transport::Endpoint::new(format!("http://{address}")).unwrap().connect().await.unwrap();
@@ -296,6 +300,29 @@ async fn errors_should_carry_their_documented_codes() {
     s.client.shut_down(pb::ShutDownRequest { queue: "tiny".into(), drain: false, drain_timeout: None }).await.unwrap();
     assert_eq!(s.client.add(add("tiny", &["one"], None)).await.unwrap_err().code(), Code::Unavailable);
     assert_eq!(s.client.get(get("tiny", 1, 100)).await.unwrap_err().code(), Code::Unavailable);
+}
+
+/// ShutDown stops a queue for every worker, so a sidecar started without
+/// `--allow-shutdown-rpc` refuses it, drained or not, and the queue goes on
+/// serving: no client can stop the others' work.
+#[tokio::test]
+async fn shut_down_should_be_refused_unless_allowed_and_change_nothing() {
+    let mut s = start_with(ShutDownRpc::Refused).await;
+    s.client.add(add("default", &["a"], None)).await.unwrap();
+    for drain in [false, true] {
+        let request = pb::ShutDownRequest { queue: "default".into(), drain, drain_timeout: None };
+        let refused = s.client.shut_down(request).await.unwrap_err();
+        assert_eq!(refused.code(), Code::PermissionDenied, "drain: {drain}");
+        assert_eq!(reason(&refused), ("workqueue-sidecar".into(), "SHUTDOWN_NOT_ALLOWED".into()));
+        assert!(refused.message().contains("--allow-shutdown-rpc"), "says how to allow it: {}", refused.message());
+    }
+    // An unknown queue is still NOT_FOUND first: the refusal names no queue it does not have.
+    let unknown = pb::ShutDownRequest { queue: "nope".into(), drain: false, drain_timeout: None };
+    assert_eq!(s.client.shut_down(unknown).await.unwrap_err().code(), Code::NotFound);
+    let lease = take(&mut s.client, "default").await;
+    assert_eq!(lease.key, "a", "the queue still hands out keys");
+    s.client.done(done("default", &lease)).await.unwrap();
+    s.client.add(add("default", &["b"], None)).await.unwrap();
 }
 
 #[tokio::test]

@@ -58,7 +58,14 @@ fn server() -> &'static Server {
             let listeners = Listeners::bind(Some("127.0.0.1:0".parse().unwrap()), None, false).await.unwrap();
             let address = listeners.tcp_address().unwrap();
             let informers = Arc::new(workqueue_sidecar::informer::InformerRegistry::empty());
-            let api = workqueue_sidecar::grpc::api(queues, informers, None, Duration::from_secs(1)).await.unwrap();
+            let api = workqueue_sidecar::grpc::api(
+                queues,
+                informers,
+                None,
+                workqueue_sidecar::grpc::ShutDownRpc::Allowed { drain_grace: Duration::from_secs(1) },
+            )
+            .await
+            .unwrap();
             let (stop, stop_rx) = watch::channel(false);
             tokio::spawn(serve(api.routes, listeners, stop_rx));
             let channel =

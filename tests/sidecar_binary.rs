@@ -69,6 +69,25 @@ async fn killed_streaming_worker_should_hand_its_key_to_another_within_a_second(
     assert!(handed.reasons.iter().any(|r| r.kind == pb::ReasonKind::LeaseReleased as i32));
 }
 
+/// The binary refuses ShutDown from a worker by default (the queue goes on),
+/// and serves it once the operator passes `--allow-shutdown-rpc`.
+#[tokio::test]
+async fn shut_down_should_need_the_operators_flag() {
+    let stop = pb::ShutDownRequest { queue: "default".into(), drain: false, drain_timeout: None };
+    let closed = Sidecar::start(&[]);
+    let mut client = closed.client().await;
+    let refused = client.shut_down(stop.clone()).await.unwrap_err();
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+    client.add(add(&["still"])).await.unwrap();
+    let leases = client.get(get(Duration::from_secs(1), None)).await.unwrap().into_inner().leases;
+    assert_eq!(leases.len(), 1, "the queue still hands out keys");
+
+    let open = Sidecar::start(&["--allow-shutdown-rpc"]);
+    let mut client = open.client().await;
+    client.shut_down(stop).await.unwrap();
+    assert_eq!(client.add(add(&["late"])).await.unwrap_err().code(), Code::Unavailable);
+}
+
 #[tokio::test]
 async fn token_used_after_its_lease_expired_should_be_rejected() {
     let sidecar = Sidecar::start(&[]);

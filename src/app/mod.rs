@@ -20,7 +20,7 @@ pub use tasks::Tasks;
 use crate::admin::{self, Readiness};
 use crate::config::Config;
 use crate::freshness::Freshness;
-use crate::grpc;
+use crate::grpc::{self, ShutDownRpc};
 use crate::informer::{InformerRegistry, InformerWatches, ShardWatch};
 use crate::informer::{QueueBinding, ShardBy};
 use crate::leader::{ElectionSettings, Elector, Leadership};
@@ -51,8 +51,11 @@ pub struct Options {
     pub election: Option<ElectionSettings>,
     /// Shard membership, for the queues with `shard_by`.
     pub sharding: Option<MembershipSettings>,
-    /// How long held leases may run after a shutdown signal.
+    /// How long held leases may run after a shutdown signal; also a
+    /// client's `ShutDown` drain that names no timeout.
     pub grace_period: Duration,
+    /// Whether clients may stop a queue with `ShutDown`.
+    pub allow_shutdown_rpc: bool,
     /// What gRPC clients may make the server spend.
     pub limits: ServerLimits,
 }
@@ -77,14 +80,27 @@ pub struct Sidecar {
     /// where the slots it owns go for the sharded informers.
     membership: Option<(Membership, watch::Sender<Option<SlotSet>>)>,
     grace_period: Duration,
+    shut_down_rpc: ShutDownRpc,
 }
 
 impl Sidecar {
     /// Builds the queues and informers and binds every listener. Errors come
     /// before any port is bound: config, Kubernetes discovery, TLS files.
     pub async fn bind(options: Options) -> anyhow::Result<Sidecar> {
-        let Options { config, tcp, unix, admin, exposure, tls, kubeconfig, election, sharding, grace_period, limits } =
-            options;
+        let Options {
+            config,
+            tcp,
+            unix,
+            admin,
+            exposure,
+            tls,
+            kubeconfig,
+            election,
+            sharding,
+            grace_period,
+            allow_shutdown_rpc,
+            limits,
+        } = options;
         let metrics = Metrics::new();
         for informer in config.informers.iter().filter(|i| i.is_sensitive() && i.serves_cache_reads()) {
             warn!(
@@ -168,6 +184,11 @@ impl Sidecar {
             election,
             membership,
             grace_period,
+            shut_down_rpc: if allow_shutdown_rpc {
+                ShutDownRpc::Allowed { drain_grace: grace_period }
+            } else {
+                ShutDownRpc::Refused
+            },
         })
     }
 
@@ -204,6 +225,7 @@ impl Sidecar {
             election,
             membership,
             grace_period,
+            shut_down_rpc,
         } = self;
         let mut tasks = Tasks::default();
         // Each informer's sync is a readiness condition from here on, before
@@ -219,7 +241,7 @@ impl Sidecar {
             tasks.background("stale-read guard: follows the caches", freshness.clone().follow_caches());
             grpc::Writes { writer, freshness, finalizers, policy: write_policy }
         });
-        let api = grpc::api(queues.clone(), informers.clone(), writes, grace_period)
+        let api = grpc::api(queues.clone(), informers.clone(), writes, shut_down_rpc)
             .await
             .context("building the gRPC services")?;
         let (stop_tx, stop_rx) = watch::channel(false);

@@ -18,7 +18,6 @@ mod work_stream;
 mod workqueue_service;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use finalizers::DeclaredFinalizers;
 use tonic::service::Routes;
@@ -29,7 +28,7 @@ pub use object_service::{ObjectApi, Writes};
 pub use status::ApiError;
 pub use validate::{MAX_BATCH_KEYS, MAX_GET_KEYS, MAX_GET_WAIT, MAX_KEY_BYTES};
 pub use work_stream::MAX_CREDITS;
-pub use workqueue_service::WorkQueueApi;
+pub use workqueue_service::{ShutDownRpc, WorkQueueApi};
 
 use crate::informer::InformerRegistry;
 use crate::queue_registry::QueueRegistry;
@@ -84,13 +83,13 @@ fn served_methods() -> Vec<String> {
 /// empty in the standalone mode, where every informer is NOT_FOUND),
 /// ObjectService (over `writer`; `None` in the standalone mode, where every
 /// write is FAILED_PRECONDITION), grpc.health.v1, and server reflection v1
-/// and v1alpha (so `grpcurl list` and `describe` work). A `ShutDown` drain
-/// that names no timeout takes `drain_grace`, the server's own grace period.
+/// and v1alpha (so `grpcurl list` and `describe` work). `shut_down` says
+/// whether clients may stop a queue.
 pub async fn api(
     queues: Arc<QueueRegistry>,
     informers: Arc<InformerRegistry>,
     writes: Option<Writes>,
-    drain_grace: Duration,
+    shut_down: ShutDownRpc,
 ) -> Result<Api, tonic_reflection::server::Error> {
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<WorkQueueServiceServer<WorkQueueApi>>().await;
@@ -108,7 +107,7 @@ pub async fn api(
         let declared = w.finalizers.iter().map(|(queue, name)| (queue.as_str(), name.as_str()));
         Arc::new(DeclaredFinalizers::new(declared, &informers, w.writer.clone(), w.freshness.clone()))
     });
-    let api = WorkQueueApi::new(queues, drain_grace).with_informers(informers.clone()).with_finalizers(finalizers);
+    let api = WorkQueueApi::new(queues, shut_down).with_informers(informers.clone()).with_finalizers(finalizers);
     let workqueue = WorkQueueServiceServer::new(api)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);

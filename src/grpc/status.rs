@@ -46,6 +46,11 @@ pub enum ApiError {
         "informer {0:?} serves no cache reads: a queue uses it as neither primary nor trigger, or its kind holds credentials; set informers.{0}.cache_reads: true to serve it"
     )]
     ReadNotDeclared(String),
+    /// A `ShutDown` from a client of a sidecar that lets none stop a queue.
+    #[error(
+        "ShutDown is off: it would stop queue {0:?} for every worker, and the sidecar drains its queues itself on SIGTERM; start it with --allow-shutdown-rpc to let clients stop a queue"
+    )]
+    ShutDownNotAllowed(String),
     /// A write asked of a sidecar that has no Kubernetes client.
     #[error("this sidecar runs without Kubernetes (its config names no informers), so it cannot write objects")]
     NoKubernetes,
@@ -91,6 +96,7 @@ impl From<ApiError> for Status {
             }
             ApiError::WriteDenied(_) => sidecar_refusal(code, message, SidecarReason::WriteNotDeclared),
             ApiError::ReadNotDeclared(_) => sidecar_refusal(code, message, SidecarReason::ReadNotDeclared),
+            ApiError::ShutDownNotAllowed(_) => sidecar_refusal(code, message, SidecarReason::ShutDownNotAllowed),
             _ => Status::new(code, message),
         }
     }
@@ -108,6 +114,7 @@ enum SidecarReason {
     TooManyWritesOut,
     WriteNotDeclared,
     ReadNotDeclared,
+    ShutDownNotAllowed,
 }
 
 impl SidecarReason {
@@ -119,6 +126,7 @@ impl SidecarReason {
             SidecarReason::TooManyWritesOut => "TOO_MANY_WRITES_OUT",
             SidecarReason::WriteNotDeclared => "WRITE_NOT_DECLARED",
             SidecarReason::ReadNotDeclared => "READ_NOT_DECLARED",
+            SidecarReason::ShutDownNotAllowed => "SHUTDOWN_NOT_ALLOWED",
         }
     }
 }
@@ -180,7 +188,9 @@ pub fn code_of(err: &ApiError) -> Code {
             WriteError::Refused(refusal) => code_of_http(refusal.http_status),
             WriteError::Unreachable(_) | WriteError::TooManyOut { .. } => Code::Unavailable,
         },
-        ApiError::WriteDenied(_) | ApiError::ReadNotDeclared(_) => Code::PermissionDenied,
+        ApiError::WriteDenied(_) | ApiError::ReadNotDeclared(_) | ApiError::ShutDownNotAllowed(_) => {
+            Code::PermissionDenied
+        }
         ApiError::NoKubernetes => Code::FailedPrecondition,
         // Like a failed precondition of the API server's (409): the write
         // raced another worker's claim on the object.
@@ -221,6 +231,7 @@ mod tests {
                 .unwrap_err()
                 .into(),
             SidecarReason::ReadNotDeclared => ApiError::ReadNotDeclared("secrets".into()),
+            SidecarReason::ShutDownNotAllowed => ApiError::ShutDownNotAllowed("default".into()),
         }
     }
 
@@ -249,6 +260,7 @@ mod tests {
             SidecarReason::TooManyWritesOut,
             SidecarReason::WriteNotDeclared,
             SidecarReason::ReadNotDeclared,
+            SidecarReason::ShutDownNotAllowed,
         ];
         let sent: BTreeSet<(String, String)> = reasons
             .into_iter()

@@ -23,14 +23,26 @@ pub struct WorkQueueApi {
     informers: Option<Arc<InformerRegistry>>,
     /// The queues' declared finalizers, kept at the ends of their leases.
     finalizers: Option<Arc<DeclaredFinalizers>>,
-    /// How long a `ShutDown` drain that names no timeout lasts: the
-    /// server's grace period (`--grace-period`).
-    drain_grace: Duration,
+    /// Whether clients may call `ShutDown`.
+    shut_down: ShutDownRpc,
+}
+
+/// Whether clients may stop a queue with `ShutDown`. A queue is shared by
+/// every worker, and the sidecar drains its queues itself on SIGTERM, so a
+/// worker has no need to; off unless the operator turns it on
+/// (`--allow-shutdown-rpc`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShutDownRpc {
+    /// Every `ShutDown` is PERMISSION_DENIED (reason SHUTDOWN_NOT_ALLOWED).
+    Refused,
+    /// Served; a drain that names no timeout lasts `drain_grace` (the
+    /// server's `--grace-period`).
+    Allowed { drain_grace: Duration },
 }
 
 impl WorkQueueApi {
-    pub fn new(queues: Arc<QueueRegistry>, drain_grace: Duration) -> Self {
-        WorkQueueApi { queues, informers: None, finalizers: None, drain_grace }
+    pub fn new(queues: Arc<QueueRegistry>, shut_down: ShutDownRpc) -> Self {
+        WorkQueueApi { queues, informers: None, finalizers: None, shut_down }
     }
 
     /// Lets leases carry their cached object when asked (`include_object`).
@@ -210,13 +222,16 @@ impl WorkQueueService for WorkQueueApi {
     async fn shut_down(&self, request: Request<pb::ShutDownRequest>) -> Reply<pb::ShutDownResponse> {
         let req = request.into_inner();
         let queue = self.queue(&req.queue)?;
+        let ShutDownRpc::Allowed { drain_grace } = self.shut_down else {
+            return Err(ApiError::ShutDownNotAllowed(req.queue).into());
+        };
         if !req.drain {
             queue.shut_down();
             return Ok(Response::new(pb::ShutDownResponse { finished: 0, returned: 0 }));
         }
         // Zero, as absent, is the server's own grace period (the proto says so).
         let asked = validate::duration("drain_timeout", req.drain_timeout)?.filter(|timeout| !timeout.is_zero());
-        let grace = asked.unwrap_or(self.drain_grace);
+        let grace = asked.unwrap_or(drain_grace);
         let report = queue.shut_down_with_drain(grace).await;
         Ok(Response::new(pb::ShutDownResponse {
             finished: u32::try_from(report.finished).unwrap_or(u32::MAX),

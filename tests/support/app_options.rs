@@ -21,6 +21,7 @@ pub fn loopback(config: Config, kubeconfig: Option<std::path::PathBuf>) -> Optio
         election: None,
         sharding: None,
         grace_period: Duration::from_secs(5),
+        allow_shutdown_rpc: false,
         limits: ServerLimits::default(),
     }
 }

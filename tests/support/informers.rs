@@ -68,7 +68,14 @@ impl Sidecar {
         let listeners = Listeners::bind(Some("127.0.0.1:0".parse().unwrap()), None, false).await.unwrap();
         let address = listeners.tcp_address().unwrap();
         let writes = writer.map(|writer| self.writes(writer));
-        let api = grpc::api(self.queues.clone(), self.informers.clone(), writes, Duration::from_secs(5)).await.unwrap();
+        let api = grpc::api(
+            self.queues.clone(),
+            self.informers.clone(),
+            writes,
+            grpc::ShutDownRpc::Allowed { drain_grace: Duration::from_secs(5) },
+        )
+        .await
+        .unwrap();
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         tokio::spawn(serve(api.routes, listeners, stop_rx));
         let channel = tonic::transport::Channel::from_shared(format!("http://{address}")).unwrap();

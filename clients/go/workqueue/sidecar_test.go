@@ -34,7 +34,8 @@ type sidecar = sidecartest.Sidecar
 
 func startSidecar(t *testing.T, args ...string) *sidecar {
 	t.Helper()
-	return sidecartest.Start(t, args...)
+	// The suite tests ShutDown, which a sidecar refuses unless allowed.
+	return sidecartest.Start(t, append(args, "--allow-shutdown-rpc")...)
 }
 
 // startShortLeaseSidecar starts a sidecar whose queue "default" grants 1 s

@@ -102,6 +102,8 @@ def start_sidecar(sidecar_bin: Path, tmp_path: Path) -> Iterator[StartSidecar]:
     ) -> Sidecar:
         command = [str(sidecar_bin), "--tcp", tcp, "--admin", "off", "--log-format", "text"]
         command += ["--log", "info,workqueue_sidecar=debug"]
+        # The suite tests ShutDown, which a sidecar refuses unless allowed.
+        command += ["--allow-shutdown-rpc"]
         if unix is not None:
             command += ["--unix", unix]
         if config is not None:

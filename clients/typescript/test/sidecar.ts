@@ -65,6 +65,8 @@ export class Sidecar {
   static async start(options: StartOptions = {}, dir: string): Promise<Sidecar> {
     const args = ["--tcp", options.tcp ?? "127.0.0.1:0", "--admin", "off", "--log-format", "text", "--log", "info,workqueue_sidecar=debug"];
     if (options.unix !== undefined) args.push("--unix", options.unix);
+    // The suite tests ShutDown, which a sidecar refuses unless allowed.
+    args.push("--allow-shutdown-rpc");
     if (options.config !== undefined) {
       const path = join(dir, `sidecar-${Date.now()}-${Math.random().toString(36).slice(2)}.yaml`);
       writeFileSync(path, options.config);

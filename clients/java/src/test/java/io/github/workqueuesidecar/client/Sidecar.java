@@ -44,7 +44,8 @@ final class Sidecar implements AutoCloseable {
   }
 
   static Sidecar startOn(String tcp, String config, String... args) {
-    List<String> command = new ArrayList<>(List.of(binary().toString(), "--tcp", tcp, "--admin", "off", "--log-format", "text", "--log", "info,workqueue_sidecar=debug"));
+    // --allow-shutdown-rpc: the suite tests ShutDown, which a sidecar refuses unless allowed.
+    List<String> command = new ArrayList<>(List.of(binary().toString(), "--tcp", tcp, "--admin", "off", "--log-format", "text", "--log", "info,workqueue_sidecar=debug", "--allow-shutdown-rpc"));
     try {
       if (config != null) {
         Path file = Files.createTempFile("wqs-java-test-", ".yaml");
