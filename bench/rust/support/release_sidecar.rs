@@ -70,6 +70,8 @@ impl ReleaseSidecar {
             }
         }
         command.args(["--tcp", "127.0.0.1:0", "--admin", "off", "--log", "warn,workqueue_sidecar::server=info"]);
+        // The gRPC load benchmark ends its workers by stopping the queue.
+        command.arg("--allow-shutdown-rpc");
         if let Some(path) = &config {
             command.arg("--config").arg(path);
         }
