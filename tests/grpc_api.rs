@@ -46,7 +46,7 @@ async fn start_with(shut_down: ShutDownRpc) -> TestServer {
     let queues = Arc::new(
         QueueRegistry::new([
             ("default".to_string(), settings()),
-            ("tiny".to_string(), QueueSettings { max_keys: Some(1), ..settings() }),
+            ("tiny".to_string(), QueueSettings { max_keys: 1, ..settings() }),
             ("short".to_string(), QueueSettings { lease_ttl: Duration::from_millis(300), ..settings() }),
             // client-go's default limiter (with the 10 qps bucket), short leases.
             ("hung".to_string(), QueueSettings { lease_ttl: Duration::from_millis(300), ..QueueSettings::default() }),

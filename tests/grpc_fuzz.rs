@@ -50,7 +50,7 @@ fn server() -> &'static Server {
             let queues = Arc::new(
                 QueueRegistry::new([
                     ("plain".to_string(), settings.clone()),
-                    ("tiny".to_string(), QueueSettings { max_keys: Some(3), ..settings.clone() }),
+                    ("tiny".to_string(), QueueSettings { max_keys: 3, ..settings.clone() }),
                     ("short".to_string(), QueueSettings { lease_ttl: Duration::from_millis(30), ..settings }),
                 ])
                 .unwrap(),

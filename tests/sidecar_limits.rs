@@ -242,3 +242,52 @@ async fn a_write_body_past_the_api_servers_limit_should_be_refused_before_it_is_
     assert!(refused.message().contains("the limit is: 3211264 bytes"), "{refused:?}");
     assert!(rss_after - rss_before < 40.0, "the body was not read whole: RSS {rss_before:.1} -> {rss_after:.1} MiB");
 }
+
+/// Keys of the longest length a client may send fill the default queue by
+/// their bytes (`max_memory`), long before `max_keys`: the add past it is
+/// RESOURCE_EXHAUSTED naming the bound, every key taken before is still
+/// queued, and the sidecar's memory stays near the bound. Before the bound
+/// in bytes, 250,000 such keys took 327 MiB.
+#[tokio::test]
+async fn a_queue_at_its_memory_bound_should_refuse_new_keys_and_keep_every_key_it_took() {
+    use workqueue_sidecar::grpc::MAX_KEY_BYTES;
+    use workqueue_sidecar::queue::{DEFAULT_MAX_KEYS, DEFAULT_MAX_MEMORY, key_cost};
+    let sidecar = Sidecar::start(&[]);
+    let mut client = sidecar.client().await;
+    let rss_before = sidecar.rss_mib();
+    let key = |i: usize| format!("{i:08}{}", "k".repeat(MAX_KEY_BYTES - 8));
+    let add =
+        |keys: Vec<String>| pb::AddRequest { queue: "default".into(), keys, priority: None, reason: String::new() };
+    let (mut taken, mut batch) = (0, 500);
+    let refused = loop {
+        assert!(taken < DEFAULT_MAX_KEYS, "{taken} keys of {MAX_KEY_BYTES} bytes taken without a refusal");
+        match client.add(add((taken..taken + batch).map(key).collect())).await {
+            Ok(_) => taken += batch,
+            // A refused batch adds nothing: go on one key at a time to the exact bound.
+            Err(status) if batch > 1 => {
+                assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+                batch = 1;
+            }
+            Err(status) => break status,
+        }
+    };
+    let rss_after = sidecar.rss_mib();
+    println!("{taken} keys of {MAX_KEY_BYTES} bytes until refused: RSS {rss_before:.1} -> {rss_after:.1} MiB");
+    assert_eq!(refused.code(), tonic::Code::ResourceExhausted, "{refused:?}");
+    assert!(refused.message().contains("max_memory"), "{refused:?}");
+    assert_eq!(taken, DEFAULT_MAX_MEMORY / key_cost(MAX_KEY_BYTES), "the bound counts each key as documented");
+    let len = client.len(pb::LenRequest { queue: "default".into() }).await.unwrap().into_inner();
+    assert_eq!(len.ready as usize, taken, "every key taken is still queued");
+    metric_reaches(&sidecar, r#"workqueue_sidecar_keys{name="default"}"#, taken as f64).await;
+    metric_reaches(
+        &sidecar,
+        r#"workqueue_sidecar_key_bytes{name="default"}"#,
+        (taken * key_cost(MAX_KEY_BYTES)) as f64,
+    )
+    .await;
+    let bound_mib = DEFAULT_MAX_MEMORY as f64 / (1 << 20) as f64;
+    assert!(
+        rss_after - rss_before < bound_mib * 1.5,
+        "the keys took about their bound ({bound_mib} MiB): RSS {rss_before:.1} -> {rss_after:.1} MiB"
+    );
+}

@@ -6,6 +6,7 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 
 use super::binding::{PredicateDoc, PrioritiesDoc, TriggerDoc};
+use super::byte_size::ByteSize;
 use super::duration::HumanDuration;
 use super::informer::InformerEntries;
 use super::queue_name;
@@ -107,9 +108,10 @@ struct QueueDoc {
     lease_ttl: Option<HumanDuration>,
     max_lease_ttl: Option<HumanDuration>,
     max_wait: Option<HumanDuration>,
-    /// Missing: the default limit; a number: that limit; `~` (null): no limit.
-    #[serde(default, deserialize_with = "present")]
-    max_keys: Option<Option<usize>>,
+    /// Missing: the default limit; a number: that limit; `~` (null) is refused.
+    #[serde(default, deserialize_with = "bound")]
+    max_keys: Option<usize>,
+    max_memory: Option<ByteSize>,
     settle_timeout: Option<HumanDuration>,
     rate_limiter: Option<RateLimiterDoc>,
     /// The informer whose objects are this queue's keys.
@@ -139,6 +141,7 @@ impl QueueDoc {
             max_lease_ttl: self.max_lease_ttl.map_or(default.max_lease_ttl, |d| d.0),
             max_wait: self.max_wait.map_or(default.max_wait, |d| d.0),
             max_keys: self.max_keys.unwrap_or(default.max_keys),
+            max_memory: self.max_memory.map_or(default.max_memory, |size| size.0),
             rate_limiter: self.rate_limiter.map_or(default.rate_limiter, |r| r.0),
             settle_timeout: self.settle_timeout.map_or(default.settle_timeout, |d| d.0),
         };
@@ -146,8 +149,13 @@ impl QueueDoc {
     }
 }
 
-/// Tells a field given as null (`Some(None)`) from one left out (`None`, by
-/// `#[serde(default)]`).
-fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(deserializer: D) -> Result<Option<T>, D::Error> {
-    T::deserialize(deserializer).map(Some)
+/// A bound given (a field left out never gets here, by `#[serde(default)]`):
+/// a number; null, once "no limit", is refused, since every queue is bounded.
+fn bound<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<usize>, D::Error> {
+    match Option::<usize>::deserialize(deserializer)? {
+        Some(limit) => Ok(Some(limit)),
+        None => Err(de::Error::custom(
+            "must be a number: every queue is bounded (max_keys, max_memory); raise the bound rather than remove it",
+        )),
+    }
 }

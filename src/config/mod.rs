@@ -24,6 +24,7 @@
 //! ([`QueueSettings::validate`], with the field's path).
 
 mod binding;
+mod byte_size;
 mod document;
 mod duration;
 mod error;
@@ -345,6 +346,7 @@ queues:
     max_lease_ttl: 10m
     max_wait: 30s
     max_keys: 1000000
+    max_memory: 256Mi
     rate_limiter:
       max_of:
         - exponential: { base: 5ms, max: 1000s }
@@ -357,11 +359,27 @@ queues:
 ";
 
     #[test]
-    fn max_keys_should_default_when_left_out_and_be_unlimited_when_null() {
-        let config =
-            Config::parse("queues:\n  a: {}\n  b:\n    max_keys: ~\n  c:\n    max_keys: 7\n", "q.yaml").unwrap();
-        let limits: Vec<_> = config.queues.iter().map(|q| q.settings.max_keys).collect();
-        assert_eq!(limits, vec![Some(crate::queue::DEFAULT_MAX_KEYS), None, Some(7)]);
+    fn bounds_should_default_when_left_out_and_read_numbers_and_sizes() {
+        let yaml = "queues:\n  a: {}\n  b:\n    max_keys: 7\n    max_memory: 512Ki\n  c:\n    max_memory: 1048576\n";
+        let config = Config::parse(yaml, "q.yaml").unwrap();
+        let bounds: Vec<_> = config.queues.iter().map(|q| (q.settings.max_keys, q.settings.max_memory)).collect();
+        let (keys, memory) = (crate::queue::DEFAULT_MAX_KEYS, crate::queue::DEFAULT_MAX_MEMORY);
+        assert_eq!(bounds, vec![(keys, memory), (7, 512 << 10), (keys, 1 << 20)]);
+    }
+
+    /// Every queue is bounded: `max_keys: ~` once meant no limit, and a
+    /// size below a few keys' worth or without a binary suffix is refused.
+    #[test]
+    fn bounds_should_refuse_null_a_decimal_suffix_and_too_little_memory() {
+        let (field, problem, position) = field_err("queues:\n  a:\n    max_keys: ~\n");
+        assert_eq!(field, "queues.a.max_keys");
+        assert!(problem.contains("every queue is bounded"), "{problem}");
+        assert!(position.is_some());
+        let (field, problem, _) = field_err("queues:\n  a:\n    max_memory: 64M\n");
+        assert_eq!(field, "queues.a.max_memory");
+        assert!(problem.contains("Mi"), "{problem}");
+        let err = parse_err("queues:\n  a:\n    max_memory: 1Ki\n");
+        assert!(err.to_string().contains("queues.a.max_memory: must be at least 65536 bytes"), "{err}");
     }
 
     #[test]
@@ -383,7 +401,8 @@ queues:
                 lease_ttl: secs(30),
                 max_lease_ttl: secs(600),
                 max_wait: secs(30),
-                max_keys: Some(1_000_000),
+                max_keys: 1_000_000,
+                max_memory: 256 << 20,
                 settle_timeout: secs(10),
                 rate_limiter: RateLimiterSpec::MaxOf(vec![
                     exponential.clone(),

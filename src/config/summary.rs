@@ -5,7 +5,7 @@ use std::fmt::Write;
 use super::Config;
 use crate::informer::{IndexBy, InformerSpec, Predicate, QueueBinding, ShardBy, TriggerMap};
 use crate::objects::WritePolicy;
-use crate::queue::{QueueSettings, RateLimiterSpec};
+use crate::queue::{KEY_ENTRY_BYTES, QueueSettings, RateLimiterSpec};
 
 impl Config {
     /// What the sidecar will watch and queue, one informer or queue setting a line.
@@ -134,11 +134,17 @@ fn predicates(predicates: &[Predicate]) -> String {
 }
 
 fn describe_settings(out: &mut String, settings: &QueueSettings) {
-    let max_keys = settings.max_keys.map_or("no limit".to_owned(), |n| n.to_string());
     let _ = writeln!(
         out,
-        "    leases: {:?} (at most {:?}); aging after {:?}; max keys {max_keys}; settle timeout {:?}",
+        "    leases: {:?} (at most {:?}); aging after {:?}; settle timeout {:?}",
         settings.lease_ttl, settings.max_lease_ttl, settings.max_wait, settings.settle_timeout
+    );
+    let _ = writeln!(
+        out,
+        "    bounds: {} keys, {} KiB of keys ({} bytes per key plus its text)",
+        settings.max_keys,
+        settings.max_memory / 1024,
+        KEY_ENTRY_BYTES
     );
     let _ = writeln!(out, "    retries: {}", rate_limiter(&settings.rate_limiter));
 }

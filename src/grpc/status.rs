@@ -171,7 +171,7 @@ pub fn code_of(err: &ApiError) -> Code {
         ApiError::OverLimit { .. } => Code::ResourceExhausted,
         ApiError::Queue(QueueError::StaleToken { .. }) => Code::FailedPrecondition,
         ApiError::Queue(QueueError::ShuttingDown) => Code::Unavailable,
-        ApiError::Queue(QueueError::Full { .. }) => Code::ResourceExhausted,
+        ApiError::Queue(QueueError::Full { .. } | QueueError::MemoryFull { .. }) => Code::ResourceExhausted,
         ApiError::Cache(err) => match err {
             CacheReadError::UnknownInformer(_) | CacheReadError::UnknownIndex { .. } => Code::NotFound,
             CacheReadError::BadSelector(_)

@@ -268,7 +268,7 @@ mod tests {
     async fn keys_a_shutting_down_queue_refuses_should_be_counted_apart_and_never_by_max_keys() {
         use crate::queue::QueueSettings;
         let mut informer = writer();
-        let settings = QueueSettings { max_keys: Some(1), ..QueueSettings::default() };
+        let settings = QueueSettings { max_keys: 1, ..QueueSettings::default() };
         let queue = crate::queue_registry::Queue::new("q", settings).unwrap();
         informer.subscribe(Subscriber {
             queue: queue.clone(),

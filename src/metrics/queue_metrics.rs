@@ -38,6 +38,8 @@ pub struct QueueMetrics {
     retries: Family<QueueLabel, Counter>,
     waiting: Family<QueueLabel, Gauge>,
     parked: Family<QueueLabel, Gauge>,
+    keys: Family<QueueLabel, Gauge>,
+    key_bytes: Family<QueueLabel, Gauge>,
     leases_held: Family<QueueLabel, Gauge>,
     leases_expired: Family<QueueLabel, Counter>,
     leases_released: Family<QueueLabel, Counter>,
@@ -57,6 +59,8 @@ impl QueueMetrics {
             retries: Family::default(),
             waiting: Family::default(),
             parked: Family::default(),
+            keys: Family::default(),
+            key_bytes: Family::default(),
             leases_held: Family::default(),
             leases_expired: Family::default(),
             leases_released: Family::default(),
@@ -93,6 +97,16 @@ impl QueueMetrics {
             "workqueue_sidecar_parked",
             "Ready keys of a sharded queue set aside because their shard slot is another replica's, as found when a worker asked for a key (keys not looked at since count as ready)",
             metrics.parked.clone(),
+        );
+        registry.register(
+            "workqueue_sidecar_keys",
+            "Keys the queue tracks (queued, waiting, held, settling, or kept for their failures), bounded by max_keys",
+            metrics.keys.clone(),
+        );
+        registry.register(
+            "workqueue_sidecar_key_bytes",
+            "Bytes the tracked keys count against max_memory (an entry's fixed cost plus each key's text)",
+            metrics.key_bytes.clone(),
         );
         registry.register(
             "workqueue_sidecar_leases_held",
@@ -148,6 +162,8 @@ impl QueueMetrics {
         self.waiting.get_or_create(&label).set(counts.waiting as i64);
         self.parked.get_or_create(&label).set(counts.parked as i64);
         self.leases_held.get_or_create(&label).set(counts.held as i64);
+        self.keys.get_or_create(&label).set(counts.tracked as i64);
+        self.key_bytes.get_or_create(&label).set(counts.key_bytes as i64);
         self.unfinished_work.get_or_create(&label).set(unfinished);
         self.longest_running.get_or_create(&label).set(longest);
     }

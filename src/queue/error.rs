@@ -16,4 +16,10 @@ pub enum QueueError {
         "the queue is full: it tracks max_keys = {limit} keys, counting keys kept only for their failures (Forget frees those)"
     )]
     Full { limit: usize },
+    /// The queue's keys count `limit` bytes already, or would past it.
+    #[error(
+        "the queue is full: its keys would count more than max_memory = {limit} bytes ({entry} bytes per key plus its text; Forget frees keys kept only for their failures)",
+        entry = crate::queue::KEY_ENTRY_BYTES
+    )]
+    MemoryFull { limit: usize },
 }

@@ -75,4 +75,6 @@ pub struct QueueCounts {
     pub dirty: usize,
     /// Every key the queue keeps an entry for, including idle keys remembered for their failures.
     pub tracked: usize,
+    /// What the tracked keys count against `max_memory`.
+    pub key_bytes: usize,
 }

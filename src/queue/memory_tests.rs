@@ -58,4 +58,5 @@ fn internal_maps_should_be_empty_after_a_million_keys_were_processed_and_forgott
         assert_eq!(queue.internal_sizes(), [0; 7], "after batch {batch}");
     }
     assert_eq!(queue.counts().tracked, 0);
+    assert_eq!(queue.counts().key_bytes, 0, "every key's bytes were given back");
 }

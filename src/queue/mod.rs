@@ -15,6 +15,7 @@
 
 mod error;
 mod introspect;
+mod key;
 mod lease;
 mod lost_leases;
 mod observer;
@@ -34,12 +35,13 @@ mod model_tests;
 
 pub use error::QueueError;
 pub use introspect::{DirtyStatus, KeyPhase, KeyStatus, QueueCounts};
+pub use key::QueueKey;
 pub use lease::{FinishOutcome, Holder, Lease, LeaseRenewal, LeaseToken};
 pub use lost_leases::{LeaseLoss, LostLease, LostLeases};
 pub use observer::{LeaseEndKind, NoObserver, QueueObserver};
 pub use rate_limit::RateLimiterSpec;
 pub use reason::{Reason, ReasonKind, ReasonSet};
-pub use settings::{DEFAULT_MAX_KEYS, QueueSettings};
+pub use settings::{DEFAULT_MAX_KEYS, DEFAULT_MAX_MEMORY, KEY_ENTRY_BYTES, QueueSettings, key_cost};
 pub use settings_error::SettingsError;
 pub use state::{AddOutcome, ShardsChanged};
 pub use time::MAX_DURATION;

@@ -441,7 +441,8 @@ fn settings() -> QueueSettings {
         max_lease_ttl: ms(MAX_TTL_MS),
         max_wait: ms(MAX_WAIT_MS),
         rate_limiter: RateLimiterSpec::Exponential { base: ms(BASE_MS), max: ms(MAX_MS) },
-        max_keys: Some(MAX_KEYS),
+        max_keys: MAX_KEYS,
+        max_memory: crate::queue::DEFAULT_MAX_MEMORY,
         settle_timeout: ms(SETTLE_MS),
     }
 }

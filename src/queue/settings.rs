@@ -11,6 +11,28 @@ use super::settings_error::{SettingsError, check_duration};
 /// for the informer caches.
 pub const DEFAULT_MAX_KEYS: usize = 250_000;
 
+/// What a tracked key counts against `max_memory` beyond its text: its
+/// entry, index slot, lane and timer places, on the high side of the 262
+/// bytes `bench/rust/scale` measures.
+pub const KEY_ENTRY_BYTES: usize = 288;
+
+/// The default `max_memory`: above what `DEFAULT_MAX_KEYS` keys of a typical
+/// length (`namespace/name`, about 25 bytes) count, so those reach
+/// `max_keys` first, while 1 KiB keys stop at about 53,000 (about 73 MiB)
+/// where `max_keys` alone let them take 327 MiB.
+pub const DEFAULT_MAX_MEMORY: usize = 80 << 20;
+
+/// The smallest `max_memory` accepted: room for a few dozen of the longest
+/// keys a client may send.
+const MIN_MAX_MEMORY: usize = 64 << 10;
+
+/// The bytes one key counts against `max_memory`: its entry, and its text
+/// with a quarter more for the allocator's size classes (a 1 KiB key took
+/// 1,372 bytes in all, measured with 250,000 of them).
+pub fn key_cost(text_bytes: usize) -> usize {
+    KEY_ENTRY_BYTES.saturating_add(text_bytes).saturating_add(text_bytes / 4)
+}
+
 /// How one queue behaves. Build with `QueueSettings::default()` and change fields.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueueSettings {
@@ -25,8 +47,11 @@ pub struct QueueSettings {
     pub rate_limiter: RateLimiterSpec,
     /// Most keys the queue tracks at once (queued, waiting, held or remembered
     /// for their failures); adding a new key past it fails, except a key from
-    /// an informer's cache (the cache bounds those). `None`: no limit.
-    pub max_keys: Option<usize>,
+    /// an informer's cache (the cache bounds those).
+    pub max_keys: usize,
+    /// Most bytes the tracked keys count ([`key_cost`] each); adding a new
+    /// key past it fails, with the same exception as `max_keys`.
+    pub max_memory: usize,
     /// The longest a key waits, after a lease under which the worker wrote
     /// through the sidecar, for the caches to see those writes before it is
     /// handed out again (it is then queued anyway).
@@ -40,7 +65,8 @@ impl Default for QueueSettings {
             max_lease_ttl: Duration::from_secs(600),
             max_wait: Duration::from_secs(30),
             rate_limiter: RateLimiterSpec::default(),
-            max_keys: Some(DEFAULT_MAX_KEYS),
+            max_keys: DEFAULT_MAX_KEYS,
+            max_memory: DEFAULT_MAX_MEMORY,
             settle_timeout: Duration::from_secs(10),
         }
     }
@@ -65,8 +91,14 @@ impl QueueSettings {
         if self.max_wait.is_zero() {
             return Err(SettingsError::new("max_wait", "must be greater than zero"));
         }
-        if self.max_keys == Some(0) {
-            return Err(SettingsError::new("max_keys", "must be at least 1 when set"));
+        if self.max_keys == 0 {
+            return Err(SettingsError::new("max_keys", "must be at least 1"));
+        }
+        if self.max_memory < MIN_MAX_MEMORY {
+            return Err(SettingsError::new(
+                "max_memory",
+                format!("must be at least {MIN_MAX_MEMORY} bytes (64Ki), got {}", self.max_memory),
+            ));
         }
         self.rate_limiter.validate().map_err(|err| err.under("rate_limiter"))
     }

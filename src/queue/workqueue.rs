@@ -5,6 +5,7 @@
 //! makes delayed keys ready and expires leases at their deadlines. The timer
 //! task holds only a weak reference and ends when the last handle is dropped.
 
+use crate::queue::key::QueueKey;
 use std::borrow::Borrow;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -83,7 +84,7 @@ pub struct DrainReport {
     pub returned: usize,
 }
 
-impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
+impl<K: QueueKey + Send + 'static> WorkQueue<K> {
     /// Creates a queue and starts its timer task; needs a tokio runtime.
     pub fn new(name: impl Into<Arc<str>>, settings: QueueSettings) -> Result<Self, SettingsError> {
         Self::with_observer(name, settings, Arc::new(NoObserver))
@@ -599,7 +600,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     }
 }
 
-impl<K: Clone + Eq + Hash> Shared<K> {
+impl<K: QueueKey> Shared<K> {
     /// Runs `f` under the lock at the current instant, after bringing the
     /// state up to date, then wakes whoever the change concerns.
     fn with_state<T>(&self, f: impl FnOnce(&mut QueueState<K>, Instant) -> T) -> T {
@@ -637,7 +638,7 @@ impl<K: Clone + Eq + Hash> Shared<K> {
 }
 
 /// Grants up to `max` ready keys to `holder`, in the queue's order.
-fn grant_up_to<K: Clone + Eq + Hash>(
+fn grant_up_to<K: QueueKey>(
     state: &mut QueueState<K>,
     holder: &Holder,
     max: usize,
@@ -672,7 +673,7 @@ impl Drop for Waiting<'_> {
 
 /// Records each added key's shard slot once the add went through, under the
 /// same lock, so no grant sees the key without its slot.
-fn placed<K: Clone + Eq + Hash, T>(
+fn placed<K: QueueKey, T>(
     state: &mut QueueState<K>,
     shards: Option<Vec<(K, Option<ShardSlot>)>>,
     added: Result<T, QueueError>,
@@ -687,7 +688,7 @@ fn placed<K: Clone + Eq + Hash, T>(
 
 /// Sleeps until the next deadline (a delayed key's or a lease's), then moves
 /// time forward in the state; woken early when an earlier deadline appears.
-async fn run_timer<K: Clone + Eq + Hash>(shared: Weak<Shared<K>>, wake: Arc<Notify>) {
+async fn run_timer<K: QueueKey>(shared: Weak<Shared<K>>, wake: Arc<Notify>) {
     loop {
         let next = {
             let Some(shared) = shared.upgrade() else { return };

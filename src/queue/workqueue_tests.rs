@@ -8,7 +8,7 @@ use tokio::time::{Instant, advance};
 use tokio_test::{assert_pending, assert_ready, task};
 
 use super::*;
-use crate::queue::{KeyPhase, LeaseLoss, RateLimiterSpec, ReasonKind};
+use crate::queue::{KeyPhase, LeaseLoss, RateLimiterSpec, ReasonKind, key_cost};
 use crate::shard::{Slot as ShardSlot, SlotSet};
 
 fn manual() -> Reason {
@@ -496,16 +496,45 @@ async fn drain_should_hand_back_what_is_still_held_at_the_deadline() {
 
 #[tokio::test(start_paused = true)]
 async fn full_queue_should_refuse_new_keys_but_merge_known_ones() {
-    let q: WorkQueue<String> = WorkQueue::new("small", QueueSettings { max_keys: Some(2), ..settings() }).unwrap();
+    let q: WorkQueue<String> = WorkQueue::new("small", QueueSettings { max_keys: 2, ..settings() }).unwrap();
     add(&q, "a", 0);
     add(&q, "b", 0);
     assert_eq!(q.add("c".into(), 0, manual()), Err(QueueError::Full { limit: 2 }));
     assert_eq!(q.add("a".into(), 0, manual()), Ok(AddOutcome::Merged));
 }
 
+/// `max_memory` counts each key by its text: long keys fill a queue long
+/// before `max_keys`, a refused batch changes nothing, known keys still
+/// merge, and a key processed and forgotten gives its bytes back.
+#[tokio::test(start_paused = true)]
+async fn queue_at_its_memory_bound_should_refuse_new_keys_and_lose_none_it_holds() {
+    let limit = 64 << 10;
+    let q: WorkQueue<String> = WorkQueue::new("small", QueueSettings { max_memory: limit, ..settings() }).unwrap();
+    let long = |i: usize| format!("{i:04}{}", "k".repeat(1020));
+    let fit = limit / key_cost(long(0).len());
+    for i in 0..fit {
+        add(&q, &long(i), 0);
+    }
+    let counts = q.counts();
+    assert_eq!(counts.tracked, fit, "{fit} keys of 1 KiB fit in 64 KiB, far below max_keys");
+    assert_eq!(counts.key_bytes, fit * key_cost(1024));
+    assert_eq!(q.add(long(fit), 0, manual()), Err(QueueError::MemoryFull { limit }));
+    let batch = vec!["short".to_string(), long(fit + 1)];
+    assert_eq!(q.add_all(batch, Duration::ZERO, 0, manual()), Err(QueueError::MemoryFull { limit }));
+    assert_eq!(q.key_status("short").phase, KeyPhase::Absent, "a refused batch adds nothing");
+    assert_eq!(q.add(long(0), 0, manual()), Ok(AddOutcome::Merged), "a known key takes no more room");
+    assert_eq!(q.counts(), counts, "nothing already queued was lost");
+    // Processed and forgotten, a key's room comes back.
+    let lease = q.try_get(&worker("w"), None).unwrap().unwrap();
+    q.done(&lease.key, lease.token).unwrap();
+    q.forget(&lease.key);
+    assert_eq!(q.counts().key_bytes, (fit - 1) * key_cost(1024));
+    assert_eq!(q.add(long(fit), 0, manual()), Ok(AddOutcome::Queued));
+}
+
 #[tokio::test(start_paused = true)]
 async fn full_queue_should_still_take_keys_from_an_informer_cache() {
-    let q: WorkQueue<String> = WorkQueue::new("small", QueueSettings { max_keys: Some(1), ..settings() }).unwrap();
+    let q: WorkQueue<String> = WorkQueue::new("small", QueueSettings { max_keys: 1, ..settings() }).unwrap();
     add(&q, "a", 0);
     for kind in
         [ReasonKind::InitialList, ReasonKind::Added, ReasonKind::Updated, ReasonKind::Resync, ReasonKind::Trigger]
@@ -620,7 +649,7 @@ async fn drain_should_not_overflow_on_a_huge_grace_period() {
 
 #[tokio::test(start_paused = true)]
 async fn a_refused_batch_should_change_nothing() {
-    let q: WorkQueue<String> = WorkQueue::new("small", QueueSettings { max_keys: Some(3), ..settings() }).unwrap();
+    let q: WorkQueue<String> = WorkQueue::new("small", QueueSettings { max_keys: 3, ..settings() }).unwrap();
     add(&q, "a", 0);
     let batch = vec!["a".to_string(), "b".into(), "c".into(), "d".into()];
     assert_eq!(q.add_all(batch.clone(), Duration::ZERO, 0, manual()), Err(QueueError::Full { limit: 3 }));

@@ -1,5 +1,6 @@
 //! What the state machine tells about one key and about itself.
 
+use crate::queue::key::QueueKey;
 use std::borrow::Borrow;
 use std::hash::Hash;
 
@@ -9,7 +10,7 @@ use super::{Phase, QueueState};
 use crate::queue::introspect::{DirtyStatus, KeyPhase, KeyStatus, QueueCounts};
 use crate::queue::reason::ReasonSet;
 
-impl<K: Clone + Eq + Hash> QueueState<K> {
+impl<K: QueueKey> QueueState<K> {
     // ----- introspection -----
 
     /// `Len`: keys ready to be handed out (client-go counts only these).
@@ -54,6 +55,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             settling: self.settling.len().saturating_add(self.settling_writes.len()),
             dirty,
             tracked: self.entries.len(),
+            key_bytes: self.key_bytes,
         }
     }
 

@@ -1,5 +1,6 @@
 //! How leases end: Done, Finish, Extend, release, hand-back and expiry, the settling after writes, and the failure bookkeeping that follows.
 
+use crate::queue::key::QueueKey;
 use std::borrow::Borrow;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use crate::queue::priority::Slot;
 use crate::queue::reason::{Reason, ReasonKind, ReasonSet};
 use crate::queue::time;
 
-impl<K: Clone + Eq + Hash> QueueState<K> {
+impl<K: QueueKey> QueueState<K> {
     // ----- ending leases -----
 
     /// `Done`: the holder finished; a key added meanwhile is queued again.

@@ -8,6 +8,7 @@
 //! async `WorkQueue` wraps this in a mutex; tests drive it directly with
 //! explicit instants.
 
+use crate::queue::key::QueueKey;
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::BuildHasher;
@@ -27,7 +28,7 @@ use super::observer::QueueObserver;
 use super::priority::{ReadyLanes, ReadyPlace, Slot};
 use super::rate_limit::RateLimiter;
 use super::reason::{Reason, ReasonKind, ReasonSet};
-use super::settings::QueueSettings;
+use super::settings::{QueueSettings, key_cost};
 use super::time;
 use crate::shard::{Slot as ShardSlot, SlotSet};
 use lease_deadlines::{LeaseDeadline, LeaseDeadlines};
@@ -193,6 +194,8 @@ pub(crate) struct QueueState<K> {
     /// times faster than SipHash on short keys like `namespace/name`.
     hasher: foldhash::fast::RandomState,
     entries: Slab<Entry<K>>,
+    /// What the tracked keys count against `max_memory` (`key_cost` each).
+    key_bytes: usize,
     /// The lease of each held key, named by its entry's `Phase::Held`.
     held_leases: Slab<HeldLease>,
     ready: ReadyLanes,
@@ -244,7 +247,7 @@ pub(crate) struct QueueState<K> {
     handed_back: usize,
 }
 
-impl<K: Clone + Eq + Hash> QueueState<K> {
+impl<K: QueueKey> QueueState<K> {
     #[cfg(test)]
     pub(crate) fn new(settings: QueueSettings, now: Instant) -> Self {
         Self::with_observer(settings, Arc::new(super::observer::NoObserver), now)
@@ -259,6 +262,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
             index: HashTable::new(),
             hasher: foldhash::fast::RandomState::default(),
             entries: Slab::new(),
+            key_bytes: 0,
             held_leases: Slab::new(),
             ready: ReadyLanes::default(),
             waiting: BTreeMap::new(),
@@ -382,22 +386,37 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     }
 
     /// Refuses adds while shutting down, and new keys that would take the
-    /// queue past `max_keys`, unless they come from an informer's cache
-    /// (which bounds them itself). Keys already tracked, or named twice, take
-    /// no extra room.
+    /// queue past `max_keys` or `max_memory`, unless they come from an
+    /// informer's cache (which bounds them itself). Keys already tracked, or
+    /// named twice, take no extra room.
     fn check_room(&self, keys: &[K], kind: ReasonKind) -> Result<(), QueueError> {
         if self.shutting_down {
             return Err(QueueError::ShuttingDown);
         }
-        let Some(limit) = self.settings.max_keys.filter(|_| !kind.is_from_cache()) else { return Ok(()) };
+        if kind.is_from_cache() {
+            return Ok(());
+        }
+        let (max_keys, max_memory) = (self.settings.max_keys, self.settings.max_memory);
+        let cost = |keys: &mut dyn Iterator<Item = &K>| {
+            keys.fold((0usize, 0usize), |(count, bytes), key| {
+                (count.saturating_add(1), bytes.saturating_add(key_cost(key.text_bytes())))
+            })
+        };
+        let fits = |(count, bytes): (usize, usize)| {
+            self.entries.len().saturating_add(count) <= max_keys && self.key_bytes.saturating_add(bytes) <= max_memory
+        };
         // Cheap first: even if every key were new, would they fit?
-        if self.entries.len().saturating_add(keys.len()) <= limit {
+        if fits(cost(&mut keys.iter())) {
             return Ok(());
         }
         let new: HashSet<&K, foldhash::fast::RandomState> =
             keys.iter().filter(|key| self.slot_of(*key).is_none()).collect();
-        if self.entries.len().saturating_add(new.len()) > limit {
-            return Err(QueueError::Full { limit });
+        let (count, bytes) = cost(&mut new.into_iter());
+        if self.entries.len().saturating_add(count) > max_keys {
+            return Err(QueueError::Full { limit: max_keys });
+        }
+        if self.key_bytes.saturating_add(bytes) > max_memory {
+            return Err(QueueError::MemoryFull { limit: max_memory });
         }
         Ok(())
     }
@@ -430,6 +449,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
         if let Some(&slot) = self.index.find(hash, |&slot| self.entries[slot].key == key) {
             return slot;
         }
+        self.key_bytes = self.key_bytes.saturating_add(key_cost(key.text_bytes()));
         let slot = self.entries.insert(Entry {
             key,
             hash,
@@ -449,6 +469,7 @@ impl<K: Clone + Eq + Hash> QueueState<K> {
     /// Forgets the entry in `slot`: out of the slab and the index.
     fn remove_entry(&mut self, slot: Slot) {
         let entry = self.entries.remove(slot);
+        self.key_bytes = self.key_bytes.saturating_sub(key_cost(entry.key.text_bytes()));
         if let Ok(found) = self.index.find_entry(entry.hash, |&s| s == slot) {
             found.remove();
         }

@@ -12,6 +12,7 @@
 //! longer moves, ends as usual (Done, Finish, expiry); the slot's new owner
 //! waits for that before it grants the key.
 
+use crate::queue::key::QueueKey;
 use std::borrow::Borrow;
 use std::hash::Hash;
 
@@ -40,7 +41,7 @@ impl std::ops::Add for ShardsChanged {
     }
 }
 
-impl<K: Clone + Eq + Hash> QueueState<K> {
+impl<K: QueueKey> QueueState<K> {
     /// Records which shard slot `key` falls in (`None`: not known, so never
     /// granted while sharded). A later call wins: a key's slot follows its
     /// object's latest state. No-op for a key the queue does not track.
