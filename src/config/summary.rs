@@ -141,7 +141,7 @@ fn describe_settings(out: &mut String, settings: &QueueSettings) {
     );
     let _ = writeln!(
         out,
-        "    bounds: {} keys, {} KiB of keys ({} bytes per key plus its text)",
+        "    bounds: {} keys, {} KiB of keys ({} bytes per key plus 1.25 times its text)",
         settings.max_keys,
         settings.max_memory / 1024,
         KEY_ENTRY_BYTES
