@@ -29,6 +29,10 @@ pub struct ServerMetrics {
     pub calls: Gauge,
     /// Calls answered RESOURCE_EXHAUSTED because `--max-calls` were in flight.
     pub calls_refused: Counter,
+    /// ObjectService calls holding a write slot (body decoded or running),
+    /// and those waiting for one (`server::MAX_WRITE_CALLS`).
+    pub write_calls: Gauge,
+    pub write_calls_waiting: Gauge,
 }
 
 impl ServerMetrics {
@@ -65,6 +69,16 @@ impl ServerMetrics {
             "workqueue_sidecar_grpc_calls_refused",
             "gRPC calls answered RESOURCE_EXHAUSTED because --max-calls were in flight",
             metrics.calls_refused.clone(),
+        );
+        registry.register(
+            "workqueue_sidecar_grpc_write_calls",
+            "ObjectService calls holding one of the 32 write slots: their body decoded, their write running",
+            metrics.write_calls.clone(),
+        );
+        registry.register(
+            "workqueue_sidecar_grpc_write_calls_waiting",
+            "ObjectService calls waiting for a write slot, their body not yet read",
+            metrics.write_calls_waiting.clone(),
         );
         metrics
     }

@@ -3,6 +3,7 @@
 mod admission;
 mod call_limit;
 mod limits;
+mod write_calls;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -14,6 +15,7 @@ use tonic::transport::Server;
 use tracing::info;
 
 pub use limits::ServerLimits;
+pub use write_calls::{MAX_WRITE_CALLS, WriteCallLimit};
 
 use crate::metrics::ServerMetrics;
 use crate::tls::ServingTls;
