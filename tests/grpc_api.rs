@@ -56,7 +56,7 @@ async fn start_with(shut_down: ShutDownRpc) -> TestServer {
     let listeners = Listeners::bind(Some("127.0.0.1:0".parse().unwrap()), None, false).await.unwrap();
     let address = listeners.tcp_address().unwrap();
     let informers = Arc::new(workqueue_sidecar::informer::InformerRegistry::empty());
-    let api = grpc::api(queues, informers, None, shut_down, Default::default()).await.unwrap();
+    let api = grpc::api(queues, informers, None, shut_down).await.unwrap();
     let (stop, stop_rx) = watch::channel(false);
     tokio::spawn(serve(api.routes, listeners, stop_rx));
     let channel = tonic::transport::Endpoint::new(format!("http://{address}")).unwrap().connect().await.unwrap();

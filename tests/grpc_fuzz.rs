@@ -63,7 +63,6 @@ fn server() -> &'static Server {
                 informers,
                 None,
                 workqueue_sidecar::grpc::ShutDownRpc::Allowed { drain_grace: Duration::from_secs(1) },
-                Default::default(),
             )
             .await
             .unwrap();

@@ -241,7 +241,7 @@ impl Sidecar {
             tasks.background("stale-read guard: follows the caches", freshness.clone().follow_caches());
             grpc::Writes { writer, freshness, finalizers, policy: write_policy }
         });
-        let api = grpc::api(queues.clone(), informers.clone(), writes, shut_down_rpc, metrics.server.clone())
+        let api = grpc::api(queues.clone(), informers.clone(), writes, shut_down_rpc)
             .await
             .context("building the gRPC services")?;
         let (stop_tx, stop_rx) = watch::channel(false);

@@ -31,9 +31,7 @@ pub use work_stream::MAX_CREDITS;
 pub use workqueue_service::{ShutDownRpc, WorkQueueApi};
 
 use crate::informer::InformerRegistry;
-use crate::metrics::ServerMetrics;
 use crate::queue_registry::QueueRegistry;
-use crate::server::{MAX_WRITE_CALLS, WriteCallLimit};
 use pb::cache_service_server::CacheServiceServer;
 use pb::object_service_server::ObjectServiceServer;
 use pb::work_queue_service_server::WorkQueueServiceServer;
@@ -86,15 +84,12 @@ fn served_methods() -> Vec<String> {
 /// ObjectService (over `writer`; `None` in the standalone mode, where every
 /// write is FAILED_PRECONDITION), grpc.health.v1, and server reflection v1
 /// and v1alpha (so `grpcurl list` and `describe` work). `shut_down` says
-/// whether clients may stop a queue. ObjectService calls take one of
-/// `server::MAX_WRITE_CALLS` slots before their body is read (counted in
-/// `server_metrics`).
+/// whether clients may stop a queue.
 pub async fn api(
     queues: Arc<QueueRegistry>,
     informers: Arc<InformerRegistry>,
     writes: Option<Writes>,
     shut_down: ShutDownRpc,
-    server_metrics: ServerMetrics,
 ) -> Result<Api, tonic_reflection::server::Error> {
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<WorkQueueServiceServer<WorkQueueApi>>().await;
@@ -123,7 +118,6 @@ pub async fn api(
     let objects = ObjectServiceServer::new(ObjectApi::new(writes))
         .max_decoding_message_size(MAX_WRITE_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let objects = WriteCallLimit::new(objects, MAX_WRITE_CALLS, server_metrics);
     let routes = Routes::new(workqueue)
         .add_service(cache)
         .add_service(objects)

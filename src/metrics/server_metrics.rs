@@ -29,10 +29,10 @@ pub struct ServerMetrics {
     pub calls: Gauge,
     /// Calls answered RESOURCE_EXHAUSTED because `--max-calls` were in flight.
     pub calls_refused: Counter,
-    /// ObjectService calls holding a write slot (body decoded or running),
-    /// and those waiting for one (`server::MAX_WRITE_CALLS`).
-    pub write_calls: Gauge,
-    pub write_calls_waiting: Gauge,
+    /// Bytes of the receive budget held by messages being received
+    /// (`server::RECEIVE_BUDGET_BYTES`), and messages refused for want of it.
+    pub receiving_bytes: Gauge,
+    pub receiving_refused: Counter,
 }
 
 impl ServerMetrics {
@@ -71,14 +71,14 @@ impl ServerMetrics {
             metrics.calls_refused.clone(),
         );
         registry.register(
-            "workqueue_sidecar_grpc_write_calls",
-            "ObjectService calls holding one of the 32 write slots: their body decoded, their write running",
-            metrics.write_calls.clone(),
+            "workqueue_sidecar_grpc_receiving_bytes",
+            "Bytes of gRPC messages being received now, reserved from the 64 MiB receive budget when each message's length prefix arrives",
+            metrics.receiving_bytes.clone(),
         );
         registry.register(
-            "workqueue_sidecar_grpc_write_calls_waiting",
-            "ObjectService calls waiting for a write slot, their body not yet read",
-            metrics.write_calls_waiting.clone(),
+            "workqueue_sidecar_grpc_receiving_refused",
+            "gRPC messages refused RESOURCE_EXHAUSTED because the receive budget could not hold them when their length prefix came",
+            metrics.receiving_refused.clone(),
         );
         metrics
     }

@@ -3,7 +3,7 @@
 mod admission;
 mod call_limit;
 mod limits;
-mod write_calls;
+mod receive_budget;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -15,13 +15,14 @@ use tonic::transport::Server;
 use tracing::info;
 
 pub use limits::ServerLimits;
-pub use write_calls::{MAX_WRITE_CALLS, WriteCallLimit};
+pub use receive_budget::{MESSAGE_WITHIN, RECEIVE_BUDGET_BYTES};
 
 use crate::metrics::ServerMetrics;
 use crate::tls::ServingTls;
 use admission::Admission;
 use call_limit::CallLimitLayer;
 use limits::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT};
+use receive_budget::ReceiveBudgetLayer;
 
 /// Where the sidecar listens, bound before anything is served.
 pub struct Listeners {
@@ -129,6 +130,7 @@ pub async fn serve(
 ) -> Result<(), tonic::transport::Error> {
     let Listeners { tcp, unix, tls, limits, metrics } = listeners;
     let admission = Admission::new(limits.max_connections, metrics.clone());
+    let budget = ReceiveBudgetLayer::new(RECEIVE_BUDGET_BYTES, metrics.clone());
     let calls = CallLimitLayer::new(limits.max_calls, metrics);
     let server = || {
         Server::builder()
@@ -136,6 +138,7 @@ pub async fn serve(
             .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
             .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
             .layer(calls.clone())
+            .layer(budget.clone())
             .add_routes(routes.clone())
     };
     let mut servers = tokio::task::JoinSet::new();

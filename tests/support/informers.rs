@@ -73,7 +73,6 @@ impl Sidecar {
             self.informers.clone(),
             writes,
             grpc::ShutDownRpc::Allowed { drain_grace: Duration::from_secs(5) },
-            Default::default(),
         )
         .await
         .unwrap();

@@ -55,12 +55,21 @@ impl Sidecar {
 
     /// The process's resident memory in MiB, from /proc.
     pub fn rss_mib(&self) -> f64 {
+        self.status_mib("VmRSS:")
+    }
+
+    /// The most resident memory the process has had, in MiB, from /proc.
+    pub fn peak_rss_mib(&self) -> f64 {
+        self.status_mib("VmHWM:")
+    }
+
+    fn status_mib(&self, field: &str) -> f64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("reads /proc/PID/status");
         let kib: f64 = status
             .lines()
-            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .find_map(|line| line.strip_prefix(field))
             .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmRSS in /proc/PID/status");
+            .unwrap_or_else(|| panic!("{field} in /proc/PID/status"));
         kib / 1024.0
     }
 
