@@ -21,7 +21,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio::time::Sleep;
+use tokio::time::{Instant, Sleep};
 use tower::{BoxError, Layer, Service};
 
 use crate::metrics::ServerMetrics;
@@ -88,7 +88,11 @@ where
 struct Reserved {
     _permit: OwnedSemaphorePermit,
     bytes: usize,
-    deadline: Pin<Box<Sleep>>,
+    /// When all of it must have come.
+    due: Instant,
+    /// The timer towards `due`, made only once the message's bytes run
+    /// short: most messages come in one read and never need it.
+    timer: Option<Pin<Box<Sleep>>>,
     metrics: ServerMetrics,
 }
 
@@ -181,7 +185,8 @@ fn reserve(layer: &ReceiveBudgetLayer, length: usize) -> Result<Option<Position>
     let reserved = Reserved {
         _permit: permit,
         bytes,
-        deadline: Box::pin(tokio::time::sleep(MESSAGE_WITHIN)),
+        due: Instant::now() + MESSAGE_WITHIN,
+        timer: None,
         metrics: layer.metrics.clone(),
     };
     Ok(Some(Position::Message { left: length, reserved }))
@@ -207,7 +212,12 @@ where
                 Poll::Ready(frame) => frame,
                 Poll::Pending => {
                     if let Position::Message { reserved, .. } = &mut this.position
-                        && reserved.deadline.as_mut().poll(cx).is_ready()
+                        && reserved
+                            .timer
+                            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(reserved.due)))
+                            .as_mut()
+                            .poll(cx)
+                            .is_ready()
                     {
                         return Poll::Ready(Some(Err(Box::new(tonic::Status::deadline_exceeded(format!(
                             "a message's bytes did not all arrive within {MESSAGE_WITHIN:?} of its length prefix"
