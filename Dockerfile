@@ -18,11 +18,8 @@ ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
 
 FROM ${BUILDER_IMAGE} AS builder
 
-# The release profile as Cargo.toml has it, as on a developer's machine: a
-# setting here (CARGO_PROFILE_RELEASE_*) would change every crate's metadata
-# hash, hence the symbols of generic functions, and link/hot-code.ld (used
-# with --build-arg WQS_HOT_CODE_LAYOUT=1) names some by their exact symbol. The binary is stripped after the build instead
-# (install -s; about half the size).
+# The release profile as Cargo.toml has it, as on a developer's machine; the
+# binary is stripped after the build (install -s; about half the size).
 ENV CARGO_TERM_COLOR=never
 
 WORKDIR /src
@@ -43,12 +40,8 @@ RUN mkdir -p src bench/rust \
     && cargo clean --release --package workqueue-sidecar \
     && rm -rf src bench build.rs
 
-# 2. The crate itself. build.rs compiles proto/ with protox (no protoc); with
-#    WQS_HOT_CODE_LAYOUT=1 it links with link/hot-code.ld (the code that
-#    runs, gathered in one place; off by default, see README).
-ARG WQS_HOT_CODE_LAYOUT=0
+# 2. The crate itself. build.rs compiles proto/ with protox (no protoc).
 COPY build.rs ./
-COPY link ./link
 COPY proto ./proto
 COPY bench/rust ./bench/rust
 COPY src ./src

@@ -2,10 +2,7 @@
 //! protobuf compiler, so no `protoc` is needed) parses every `.proto` file
 //! into a descriptor set, tonic-prost-build generates the prost messages and
 //! the tonic client and server from it, and the encoded descriptor set is
-//! written beside them for gRPC server reflection. Optimised builds with
-//! `WQS_HOT_CODE_LAYOUT=1` also link the sidecar binary with
-//! `link/hot-code.ld`, which gathers the code a running sidecar executes into
-//! one region (off by default: see README's "Code layout").
+//! written beside them for gRPC server reflection.
 
 use std::{
     env, fs, io,
@@ -20,13 +17,6 @@ const PROTO_DIR: &str = "proto";
 /// The encoded `FileDescriptorSet` in `OUT_DIR`, read by `src/grpc/pb.rs`.
 const DESCRIPTOR_FILE: &str = "workqueue_descriptor.bin";
 
-/// The linker script listing the functions a running sidecar executes
-/// (written by `hack/profile-hot-code`).
-const HOT_CODE_SCRIPT: &str = "link/hot-code.ld";
-
-/// The variable that asks for the script: `1` links with it, anything else
-/// or nothing does not.
-const HOT_CODE_SWITCH: &str = "WQS_HOT_CODE_LAYOUT";
 
 fn main() -> ExitCode {
     match run() {
@@ -43,7 +33,6 @@ fn run() -> Result<(), String> {
     println!("cargo:rerun-if-changed={PROTO_DIR}");
     println!("cargo:rerun-if-changed=build.rs");
 
-    link_hot_code_together()?;
     pack_relative_relocations();
 
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").ok_or("OUT_DIR is not set")?);
@@ -77,31 +66,6 @@ fn run() -> Result<(), String> {
         .codec_path("crate::grpc::codec::WireCodec")
         .compile_fds(compiler.file_descriptor_set())
         .map_err(|err| format!("generating Rust from {PROTO_DIR}/: {err}"))
-}
-
-/// In optimised builds for Linux asked for with `HOT_CODE_SWITCH`, links the
-/// sidecar binary with `HOT_CODE_SCRIPT`, which places the functions it names before the rest of
-/// the code. The kernel maps a file's pages 64 KiB at a time around each one
-/// touched, so code run at every start or every event, scattered over 10 MB,
-/// kept most of the binary's code resident; gathered, it takes a few MiB.
-/// Debug builds (tests) skip it: their code is neither shipped nor measured.
-fn link_hot_code_together() -> Result<(), String> {
-    println!("cargo:rerun-if-changed={HOT_CODE_SCRIPT}");
-    println!("cargo:rerun-if-env-changed={HOT_CODE_SWITCH}");
-    // Off by default: a list written by a profile goes stale with every
-    // edit, and its gain is in shared code pages that a memory cgroup
-    // mostly does not count, so no build or test waits on it.
-    let asked = env::var(HOT_CODE_SWITCH).is_ok_and(|value| value == "1");
-    if !asked || !optimised_for_linux() {
-        return Ok(());
-    }
-    let manifest_dir = env::var_os("CARGO_MANIFEST_DIR").ok_or("CARGO_MANIFEST_DIR is not set")?;
-    let script = Path::new(&manifest_dir).join(HOT_CODE_SCRIPT);
-    if !script.is_file() {
-        return Err(format!("{} is missing (hack/profile-hot-code writes it)", script.display()));
-    }
-    println!("cargo:rustc-link-arg-bin=workqueue-sidecar=-Wl,-T,{}", script.display());
-    Ok(())
 }
 
 /// In optimised builds for Linux, asks the linker for packed relative
