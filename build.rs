@@ -17,7 +17,6 @@ const PROTO_DIR: &str = "proto";
 /// The encoded `FileDescriptorSet` in `OUT_DIR`, read by `src/grpc/pb.rs`.
 const DESCRIPTOR_FILE: &str = "workqueue_descriptor.bin";
 
-
 fn main() -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,

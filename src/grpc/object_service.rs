@@ -12,7 +12,7 @@ use super::status::ApiError;
 use super::validate;
 use crate::freshness::{Freshness, LeaseRef, WriteTicket, Written};
 use crate::objects::{
-    DeleteOptions, Deleted, KindRef, ObjectRef, ObjectWriter, PatchBody, Propagation, WritePolicy, WriteVerb,
+    BodyBytes, DeleteOptions, Deleted, KindRef, ObjectRef, ObjectWriter, PatchBody, Propagation, WritePolicy, WriteVerb,
 };
 
 /// What writes need: `None` in the standalone mode, which has no Kubernetes.
@@ -35,22 +35,26 @@ impl ObjectApi {
         ObjectApi { writes }
     }
 
-    /// The writer, and a ticket of the stale-read guard for one write under
-    /// `lease`: refused when the config does not declare a `verb` of `kind`
-    /// in `namespace` (under a lease, if it is given), or the lease is not current. The write and its
-    /// ticket go on a task of their own ([`carried`]). Called before the
-    /// body is parsed, so a refused write costs no parse.
+    /// The writer, a ticket of the stale-read guard for one write under
+    /// `lease`, and the share of the bytes out for its body of `body_bytes`:
+    /// refused when the config does not declare a `verb` of `kind` in
+    /// `namespace` (under a lease, if it is given), the lease is not
+    /// current, or the writes out hold too many bytes. The write, its ticket
+    /// and its share go on a task of their own ([`carried`]). Called before
+    /// the body is parsed, so a refused write costs no parse.
     fn begin(
         &self,
         verb: WriteVerb,
         kind: &KindRef,
         namespace: Option<&str>,
         lease: Option<&pb::LeaseRef>,
-    ) -> Result<(Arc<ObjectWriter>, WriteTicket), ApiError> {
+        body_bytes: usize,
+    ) -> Result<(Arc<ObjectWriter>, WriteTicket, BodyBytes), ApiError> {
         let writes = self.writes.as_ref().ok_or(ApiError::NoKubernetes)?;
         writes.policy.check(verb, kind, namespace, lease.is_some())?;
         let ticket = writes.freshness.begin(lease.map(lease_ref).transpose()?)?;
-        Ok((writes.writer.clone(), ticket))
+        let body = writes.writer.reserve_body(body_bytes)?;
+        Ok((writes.writer.clone(), ticket, body))
     }
 }
 
@@ -62,10 +66,16 @@ impl ObjectService for ObjectApi {
         let req = request.into_inner();
         let target = object_ref(req.r#type.as_ref(), &req.namespace, &req.name)?;
         let manager = field_manager(&req.field_manager)?;
-        let (writer, ticket) =
-            self.begin(WriteVerb::Apply, &target.kind, target.namespace.as_deref(), req.lease.as_ref())?;
+        let (writer, ticket, body) = self.begin(
+            WriteVerb::Apply,
+            &target.kind,
+            target.namespace.as_deref(),
+            req.lease.as_ref(),
+            req.json.len(),
+        )?;
         let object = json_value("json", &req.json)?;
         let written = carried(async move {
+            let _body = body;
             let written = writer.apply(&target, object, manager.as_deref(), req.force).await?;
             ticket.written(Written::object(&target.kind, &written))?;
             Ok::<_, ApiError>(written)
@@ -78,8 +88,13 @@ impl ObjectService for ObjectApi {
         let req = request.into_inner();
         let target = object_ref(req.r#type.as_ref(), &req.namespace, &req.name)?;
         let manager = field_manager(&req.field_manager)?;
-        let (writer, ticket) =
-            self.begin(WriteVerb::Patch, &target.kind, target.namespace.as_deref(), req.lease.as_ref())?;
+        let (writer, ticket, body) = self.begin(
+            WriteVerb::Patch,
+            &target.kind,
+            target.namespace.as_deref(),
+            req.lease.as_ref(),
+            req.patch.len(),
+        )?;
         let patch = match pb::PatchType::try_from(req.patch_type) {
             Ok(pb::PatchType::Merge) => PatchBody::Merge(json_value("patch", &req.patch)?),
             Ok(pb::PatchType::Json) => PatchBody::Json(serde_json::from_slice(&req.patch).map_err(|err| {
@@ -90,6 +105,7 @@ impl ObjectService for ObjectApi {
             }
         };
         let written = carried(async move {
+            let _body = body;
             let written = writer.patch(&target, patch, req.status, manager.as_deref()).await?;
             ticket.written(Written::object(&target.kind, &written))?;
             Ok::<_, ApiError>(written)
@@ -103,9 +119,11 @@ impl ObjectService for ObjectApi {
         let kind = kind_ref(req.r#type.as_ref())?;
         let namespace = validate::namespace("namespace", &req.namespace)?.map(str::to_owned);
         let manager = field_manager(&req.field_manager)?;
-        let (writer, ticket) = self.begin(WriteVerb::Create, &kind, namespace.as_deref(), req.lease.as_ref())?;
+        let (writer, ticket, body) =
+            self.begin(WriteVerb::Create, &kind, namespace.as_deref(), req.lease.as_ref(), req.json.len())?;
         let object = json_value("json", &req.json)?;
         let written = carried(async move {
+            let _body = body;
             let written = writer.create(&kind, namespace.as_deref(), object, manager.as_deref()).await?;
             ticket.written(Written::object(&kind, &written))?;
             Ok::<_, ApiError>(written)
@@ -131,8 +149,8 @@ impl ObjectService for ObjectApi {
             resource_version: non_empty(req.precondition_resource_version),
             propagation,
         };
-        let (writer, ticket) =
-            self.begin(WriteVerb::Delete, &target.kind, target.namespace.as_deref(), req.lease.as_ref())?;
+        let (writer, ticket, _no_body) =
+            self.begin(WriteVerb::Delete, &target.kind, target.namespace.as_deref(), req.lease.as_ref(), 0)?;
         let deleted = carried(async move {
             let deleted = writer.delete(&target, options).await?;
             match &deleted {

@@ -91,7 +91,7 @@ impl From<ApiError> for Status {
             ApiError::Queue(QueueError::StaleToken { .. }) => sidecar_refusal(code, message, SidecarReason::StaleLease),
             ApiError::NoKubernetes => sidecar_refusal(code, message, SidecarReason::NoKubernetes),
             ApiError::LeaseEnded(_) => sidecar_refusal(code, message, SidecarReason::LeaseEndedDuringWrite),
-            ApiError::Write(WriteError::TooManyOut { .. }) => {
+            ApiError::Write(WriteError::TooManyOut { .. } | WriteError::TooManyBytesOut { .. }) => {
                 sidecar_refusal(code, message, SidecarReason::TooManyWritesOut)
             }
             ApiError::WriteDenied(_) => sidecar_refusal(code, message, SidecarReason::WriteNotDeclared),
@@ -186,7 +186,9 @@ pub fn code_of(err: &ApiError) -> Code {
             WriteError::BadRequest { .. } => Code::InvalidArgument,
             WriteError::Refused(refusal) if refusal.is_apply_outside_schema() => Code::InvalidArgument,
             WriteError::Refused(refusal) => code_of_http(refusal.http_status),
-            WriteError::Unreachable(_) | WriteError::TooManyOut { .. } => Code::Unavailable,
+            WriteError::Unreachable(_) | WriteError::TooManyOut { .. } | WriteError::TooManyBytesOut { .. } => {
+                Code::Unavailable
+            }
         },
         ApiError::WriteDenied(_) | ApiError::ReadNotDeclared(_) | ApiError::ShutDownNotAllowed(_) => {
             Code::PermissionDenied

@@ -24,6 +24,12 @@ pub enum WriteError {
          its answer even when its caller gave up): nothing was sent; try again later"
     )]
     TooManyOut { limit: usize },
+    /// The bodies of the writes out took the bytes out: nothing was sent.
+    #[error(
+        "the writes to the API server still unanswered hold {limit} bytes of body (it is slow or not answering): \
+         nothing was sent; try again later"
+    )]
+    TooManyBytesOut { limit: usize },
 }
 
 /// What the API server said when it refused a write.

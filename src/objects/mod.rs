@@ -27,8 +27,8 @@ pub use finalizer::FinalizerChange;
 pub use kinds::KindRef;
 use kinds::Kinds;
 pub use write_policy::{WriteDenied, WritePolicy, WriteRule, WriteVerb};
-pub use write_slots::MAX_WRITES_OUT;
 use write_slots::WriteSlots;
+pub use write_slots::{BodyBytes, MAX_WRITE_BYTES_OUT, MAX_WRITES_OUT};
 
 /// One object of one kind: where a write goes.
 #[derive(Debug, Clone)]
@@ -175,6 +175,12 @@ impl ObjectWriter {
             Some(object) => Ok(Deleted::Gone(object.metadata.resource_version.and_then(|v| v.parse().ok()))),
             None => Ok(Deleted::Gone(None)),
         }
+    }
+
+    /// A share of the bytes out for a write body of `bytes`, held until the
+    /// write has its answer: taken before the body is parsed.
+    pub fn reserve_body(&self, bytes: usize) -> Result<BodyBytes, WriteError> {
+        self.slots.reserve_body(bytes)
     }
 
     fn manager(&self, asked: Option<&str>) -> String {
