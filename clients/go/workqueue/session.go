@@ -175,6 +175,20 @@ func (c leaseContext) Deadline() (time.Time, bool) {
 	return c.h.until(), true
 }
 
+// Err reads the clock against the lease's deadline when asked, not only the
+// cancel that leaseLoop's timer delivers: after the process was stopped
+// (SIGSTOP, a paused VM) timers fire in any order, and a reconcile asking
+// first saw nil though its lease had ended and another worker held the key.
+func (c leaseContext) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if c.h.expired(time.Now()) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
 func newSession(w *worker, stream grpc.BidiStreamingClient[workqueuev1.WorkRequest, workqueuev1.WorkResponse],
 	endStream context.CancelFunc, base context.Context) *session {
 	return &session{

@@ -1,6 +1,7 @@
 // Request and Result: what a reconcile is given and what it returns.
 import type { LeaseRef } from "./objects.js";
 import { ReasonKind as WireReasonKind, type Lease, type Reason as WireReason } from "./gen/workqueue/v1/workqueue.js";
+import { leaseExpired } from "./lease.js";
 import { CachedObject } from "./object.js";
 
 /** Why a key was queued (the proto's ReasonKind without its prefix). */
@@ -97,6 +98,14 @@ export interface Request {
    * result is discarded and the key may be another worker's.
    */
   readonly leaseLost: AbortSignal;
+  /**
+   * True while the lease holds, read when asked: `leaseLost` has not aborted
+   * and the deadline has not passed by this machine's clock. A signal aborts
+   * from a timer, and timers fire late after the process was stopped (SIGSTOP,
+   * a paused VM); this does not wait for them. Call it before a side effect
+   * late in a long reconcile.
+   */
+  leaseValid(): boolean;
   /** True when a reason of this kind is among the request's reasons. */
   has(kind: ReasonKind): boolean;
 }
@@ -135,6 +144,7 @@ export function requestFromLease(
     object: l.object === undefined ? undefined : new CachedObject(l.object),
     signal: live.signal,
     leaseLost: live.leaseLost,
+    leaseValid: () => !live.leaseLost.aborted && !leaseExpired(live.deadline(), Date.now()),
     has: (kind: ReasonKind) => reasons.some((r) => r.kind === kind),
   };
 }

@@ -19,6 +19,7 @@ import {
   UnavailableError,
   WorkqueueError,
 } from "../src/index.js";
+import { requestFromLease } from "../src/request.js";
 import { fromDuration, toDuration } from "../src/time.js";
 import { refusal } from "./refusal.js";
 
@@ -117,4 +118,19 @@ test("a write whose lease ended before the API server answered is a LeaseEndedDu
 test("keys split like client-go's SplitMetaNamespaceKey", () => {
   assert.deepEqual(splitKey("ns/name"), { namespace: "ns", name: "name" });
   assert.deepEqual(splitKey("cluster-scoped"), { namespace: "", name: "cluster-scoped" });
+});
+
+test("leaseValid reads the clock against the deadline when asked, before any timer aborts a signal", () => {
+  let deadline = Date.now() + 60_000;
+  const lost = new AbortController();
+  const lease = { key: "ns/a", token: 7n, reasons: [] } as unknown as Parameters<typeof requestFromLease>[1];
+  const req = requestFromLease("q", lease, { deadline: () => deadline, signal: lost.signal, leaseLost: lost.signal });
+  assert.equal(req.leaseValid(), true);
+  deadline = Date.now() - 1; // passed, and no timer has run
+  assert.equal(req.leaseValid(), false);
+  assert.equal(req.signal.aborted, false, "the signal still waits for its timer");
+  deadline = Date.now() + 60_000; // extended
+  assert.equal(req.leaseValid(), true);
+  lost.abort(new Error("lost"));
+  assert.equal(req.leaseValid(), false);
 });

@@ -43,30 +43,43 @@ public final class CancellationSignal {
     return new CancellationSignal(() -> Instant.MAX);
   }
 
-  /** True once the reconcile is asked to stop, for either cause. */
-  public boolean isCancelled() {
+  /**
+   * The cause as of now: a lease whose deadline has passed by the clock is lost, even before the
+   * worker's timer fires (after the process was stopped and resumed, timers fire in any order).
+   */
+  private Cause causeNow() {
     synchronized (lock) {
-      return cause != null;
+      if (cause != Cause.LEASE_LOST && !Instant.now().isBefore(deadline.get())) {
+        return Cause.LEASE_LOST;
+      }
+      return cause;
     }
   }
 
-  /** True once the lease is lost: whatever the reconcile returns now is discarded. */
+  /** True once the reconcile is asked to stop, for either cause, or its lease's deadline has passed. */
+  public boolean isCancelled() {
+    return causeNow() != null;
+  }
+
+  /**
+   * True once the lease is lost, or its deadline has passed by the clock (read when asked): whatever
+   * the reconcile returns now is discarded.
+   */
   public boolean isLeaseLost() {
-    synchronized (lock) {
-      return cause == Cause.LEASE_LOST;
-    }
+    return causeNow() == Cause.LEASE_LOST;
   }
 
   /** Why the reconcile is asked to stop; empty while it is not. A lost lease overrides a stop request. */
   public Optional<Cause> cause() {
-    synchronized (lock) {
-      return Optional.ofNullable(cause);
-    }
+    return Optional.ofNullable(causeNow());
   }
 
   /** A text for logs saying what happened ("lease deadline passed", "stream broke", ...); empty while not cancelled. */
   public String message() {
     synchronized (lock) {
+      if (cause != Cause.LEASE_LOST && causeNow() == Cause.LEASE_LOST) {
+        return "lease deadline passed";
+      }
       return message;
     }
   }
@@ -81,10 +94,9 @@ public final class CancellationSignal {
 
   /** Throws {@link CancelledException} if the reconcile is asked to stop. */
   public void throwIfCancelled() {
-    synchronized (lock) {
-      if (cause != null) {
-        throw new CancelledException(cause, message);
-      }
+    Cause now = causeNow();
+    if (now != null) {
+      throw new CancelledException(now, message());
     }
   }
 

@@ -2,6 +2,7 @@ package io.github.workqueuesidecar.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
@@ -11,7 +12,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.DisplayName;
 import org.junit.jupiter.api.Test;
 
-/** The deadline rules of a held lease, decided from instants passed in (no sidecar, no clock). */
+/** The deadline rules of a held lease, decided from instants passed in (no sidecar); its signal reads the clock. */
 class HeldLeaseTest {
   private static final Instant T0 = Instant.parse("2025-01-01T00:00:00Z");
 
@@ -85,19 +86,40 @@ class HeldLeaseTest {
   @Test
   @DisplayName("C5 a stop request cancels without losing the lease; a later loss overrides it")
   void stopRequestThenLoss() {
-    HeldLease h = lease(T0.plusSeconds(30), Duration.ofSeconds(30));
+    // Anchored at the clock: the signal reads it when asked.
+    Instant now = Instant.now();
+    HeldLease h = new HeldLease("ns/a", 7, null, now, now.plusSeconds(30), Duration.ofSeconds(30));
     AtomicInteger fired = new AtomicInteger();
     h.signal.onCancel(fired::incrementAndGet);
     h.signal.cancel(CancellationSignal.Cause.STOP_REQUESTED, "queue shutting down");
     assertTrue(h.signal.isCancelled());
     assertFalse(h.signal.isLeaseLost());
-    assertTrue(h.resultCounts(T0.plusSeconds(1)), "a stop request keeps the result");
+    assertTrue(h.resultCounts(now.plusSeconds(1)), "a stop request keeps the result");
     h.lose("expired");
     assertTrue(h.signal.isLeaseLost());
     assertEquals(1, fired.get(), "callbacks run once");
     // A callback registered after the signal fired runs at once.
     h.signal.onCancel(fired::incrementAndGet);
     assertEquals(2, fired.get());
+  }
+
+  @Test
+  @DisplayName("a lease past its deadline by the clock reads as lost when asked, before any timer fires")
+  void pastDeadlineReadsAsLostWhenAsked() {
+    HeldLease h = lease(T0.plusSeconds(30), Duration.ofSeconds(30)); // long past by the clock
+    AtomicInteger fired = new AtomicInteger();
+    h.signal.onCancel(fired::incrementAndGet);
+    assertTrue(h.signal.isLeaseLost());
+    assertTrue(h.signal.isCancelled());
+    assertEquals(Optional.of(CancellationSignal.Cause.LEASE_LOST), h.signal.cause());
+    assertEquals("lease deadline passed", h.signal.message());
+    CancellationSignal.CancelledException thrown =
+        assertThrows(CancellationSignal.CancelledException.class, h.signal::throwIfCancelled);
+    assertEquals(CancellationSignal.Cause.LEASE_LOST, thrown.why());
+    assertEquals(0, fired.get(), "callbacks wait for the worker to lose the lease");
+    Instant now = Instant.now();
+    h.extended(now, now.plusSeconds(30), Duration.ofSeconds(30));
+    assertFalse(h.signal.isLeaseLost(), "extended, it holds again");
   }
 
   @Test
