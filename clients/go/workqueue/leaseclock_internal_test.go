@@ -7,6 +7,7 @@ import (
 	"time"
 )
 
+// conformance: C6
 // A reconcile's ctx.Err() reads the clock against its lease's deadline: a
 // lease that ended while no timer had fired yet (the process was stopped
 // and resumed) is seen as over at once, and an extend makes it hold again.

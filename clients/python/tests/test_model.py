@@ -64,6 +64,7 @@ def test_lease_should_decode_a_lease_without_optional_fields() -> None:
     assert (lease.key, lease.token, lease.deadline, lease.object, lease.reasons) == ("ns/a", 7, None, None, ())
 
 
+# conformance: C6 (lease_valid() reads the clock when asked)
 async def test_a_lease_should_end_at_the_sidecars_deadline_never_later_than_arrival_plus_ttl() -> None:
     held = _Held(Request(queue="q", key="ns/a"))
     assert held.request.lease_valid(), "no deadline known yet"

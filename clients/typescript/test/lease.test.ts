@@ -120,6 +120,7 @@ test("keys split like client-go's SplitMetaNamespaceKey", () => {
   assert.deepEqual(splitKey("cluster-scoped"), { namespace: "", name: "cluster-scoped" });
 });
 
+// conformance: C6
 test("leaseValid reads the clock against the deadline when asked, before any timer aborts a signal", () => {
   let deadline = Date.now() + 60_000;
   const lost = new AbortController();

@@ -104,7 +104,7 @@ class HeldLeaseTest {
   }
 
   @Test
-  @DisplayName("a lease past its deadline by the clock reads as lost when asked, before any timer fires")
+  @DisplayName("C6 a lease past its deadline by the clock reads as lost when asked, before any timer fires")
   void pastDeadlineReadsAsLostWhenAsked() {
     HeldLease h = lease(T0.plusSeconds(30), Duration.ofSeconds(30)); // long past by the clock
     AtomicInteger fired = new AtomicInteger();
