@@ -35,13 +35,13 @@ impl ObjectApi {
         ObjectApi { writes }
     }
 
-    /// The writer, a ticket of the stale-read guard for one write under
-    /// `lease`, and the share of the bytes out for its body of `body_bytes`:
-    /// refused when the config does not declare a `verb` of `kind` in
-    /// `namespace` (under a lease, if it is given), the lease is not
-    /// current, or the writes out hold too many bytes. The write, its ticket
-    /// and its share go on a task of their own ([`carried`]). Called before
-    /// the body is parsed, so a refused write costs no parse.
+    /// The writer, holding the share of the bytes out for a body of
+    /// `body_bytes`, and a ticket of the stale-read guard for one write under
+    /// `lease`: refused when the config does not declare a `verb` of `kind`
+    /// in `namespace` (under a lease, if it is given), the lease is not
+    /// current, or the writes out hold too many bytes. The write and its
+    /// ticket go on a task of their own ([`carried`]). Called before the body
+    /// is parsed, so a refused write costs no parse.
     fn begin(
         &self,
         verb: WriteVerb,
@@ -49,12 +49,27 @@ impl ObjectApi {
         namespace: Option<&str>,
         lease: Option<&pb::LeaseRef>,
         body_bytes: usize,
-    ) -> Result<(Arc<ObjectWriter>, WriteTicket, BodyBytes), ApiError> {
+    ) -> Result<(BodyWriter, WriteTicket), ApiError> {
         let writes = self.writes.as_ref().ok_or(ApiError::NoKubernetes)?;
         writes.policy.check(verb, kind, namespace, lease.is_some())?;
         let ticket = writes.freshness.begin(lease.map(lease_ref).transpose()?)?;
         let body = writes.writer.reserve_body(body_bytes)?;
-        Ok((writes.writer.clone(), ticket, body))
+        Ok((BodyWriter { writer: writes.writer.clone(), _body: body }, ticket))
+    }
+}
+
+/// The writer for one write, holding its body's share of the bytes out
+/// until the write, which owns it, has its answer.
+struct BodyWriter {
+    writer: Arc<ObjectWriter>,
+    _body: BodyBytes,
+}
+
+impl std::ops::Deref for BodyWriter {
+    type Target = ObjectWriter;
+
+    fn deref(&self) -> &ObjectWriter {
+        &self.writer
     }
 }
 
@@ -66,7 +81,7 @@ impl ObjectService for ObjectApi {
         let req = request.into_inner();
         let target = object_ref(req.r#type.as_ref(), &req.namespace, &req.name)?;
         let manager = field_manager(&req.field_manager)?;
-        let (writer, ticket, body) = self.begin(
+        let (writer, ticket) = self.begin(
             WriteVerb::Apply,
             &target.kind,
             target.namespace.as_deref(),
@@ -75,7 +90,6 @@ impl ObjectService for ObjectApi {
         )?;
         let object = json_value("json", &req.json)?;
         let written = carried(async move {
-            let _body = body;
             let written = writer.apply(&target, object, manager.as_deref(), req.force).await?;
             ticket.written(Written::object(&target.kind, &written))?;
             Ok::<_, ApiError>(written)
@@ -88,7 +102,7 @@ impl ObjectService for ObjectApi {
         let req = request.into_inner();
         let target = object_ref(req.r#type.as_ref(), &req.namespace, &req.name)?;
         let manager = field_manager(&req.field_manager)?;
-        let (writer, ticket, body) = self.begin(
+        let (writer, ticket) = self.begin(
             WriteVerb::Patch,
             &target.kind,
             target.namespace.as_deref(),
@@ -105,7 +119,6 @@ impl ObjectService for ObjectApi {
             }
         };
         let written = carried(async move {
-            let _body = body;
             let written = writer.patch(&target, patch, req.status, manager.as_deref()).await?;
             ticket.written(Written::object(&target.kind, &written))?;
             Ok::<_, ApiError>(written)
@@ -119,11 +132,10 @@ impl ObjectService for ObjectApi {
         let kind = kind_ref(req.r#type.as_ref())?;
         let namespace = validate::namespace("namespace", &req.namespace)?.map(str::to_owned);
         let manager = field_manager(&req.field_manager)?;
-        let (writer, ticket, body) =
+        let (writer, ticket) =
             self.begin(WriteVerb::Create, &kind, namespace.as_deref(), req.lease.as_ref(), req.json.len())?;
         let object = json_value("json", &req.json)?;
         let written = carried(async move {
-            let _body = body;
             let written = writer.create(&kind, namespace.as_deref(), object, manager.as_deref()).await?;
             ticket.written(Written::object(&kind, &written))?;
             Ok::<_, ApiError>(written)
@@ -149,7 +161,7 @@ impl ObjectService for ObjectApi {
             resource_version: non_empty(req.precondition_resource_version),
             propagation,
         };
-        let (writer, ticket, _no_body) =
+        let (writer, ticket) =
             self.begin(WriteVerb::Delete, &target.kind, target.namespace.as_deref(), req.lease.as_ref(), 0)?;
         let deleted = carried(async move {
             let deleted = writer.delete(&target, options).await?;

@@ -18,7 +18,7 @@ pub enum QueueError {
     Full { limit: usize },
     /// The queue's keys count `limit` bytes already, or would past it.
     #[error(
-        "the queue is full: its keys would count more than max_memory = {limit} bytes ({entry} bytes per key plus its text; Forget frees keys kept only for their failures)",
+        "the queue is full: its keys would count more than max_memory = {limit} bytes ({entry} bytes per key plus 1.25 times its text; Forget frees keys kept only for their failures)",
         entry = crate::queue::KEY_ENTRY_BYTES
     )]
     MemoryFull { limit: usize },

@@ -5,7 +5,6 @@
 //! makes delayed keys ready and expires leases at their deadlines. The timer
 //! task holds only a weak reference and ends when the last handle is dropped.
 
-use crate::queue::key::QueueKey;
 use std::borrow::Borrow;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,6 +17,7 @@ use tokio::time::{Instant, sleep_until};
 
 use super::error::QueueError;
 use super::introspect::{KeyStatus, QueueCounts};
+use super::key::QueueKey;
 use super::lease::{FinishOutcome, Holder, Lease, LeaseRenewal, LeaseToken};
 use super::lost_leases::{LostLeaseWatchers, LostLeases};
 use super::observer::{NoObserver, QueueObserver};

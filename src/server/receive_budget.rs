@@ -20,6 +20,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 use tower::{BoxError, Layer, Service};
@@ -41,14 +43,50 @@ const PREFIX_BYTES: usize = 5;
 /// share it.
 #[derive(Clone)]
 pub struct ReceiveBudgetLayer {
-    budget: Arc<Semaphore>,
-    limit: usize,
-    metrics: ServerMetrics,
+    budget: Arc<Budget>,
 }
 
 impl ReceiveBudgetLayer {
     pub fn new(limit: usize, metrics: ServerMetrics) -> Self {
-        ReceiveBudgetLayer { budget: Arc::new(Semaphore::new(limit)), limit, metrics }
+        let budget = Budget {
+            slots: Arc::new(Semaphore::new(limit)),
+            limit,
+            receiving: metrics.receiving_bytes,
+            refused: metrics.receiving_refused,
+        };
+        ReceiveBudgetLayer { budget: Arc::new(budget) }
+    }
+}
+
+/// The bytes every request body draws on, and the metrics that count them.
+struct Budget {
+    slots: Arc<Semaphore>,
+    limit: usize,
+    receiving: Gauge,
+    refused: Counter,
+}
+
+impl Budget {
+    /// The position after a prefix announcing `length` bytes: the message
+    /// under its share of the budget (at most the whole budget: a longer
+    /// message is refused by the decoder from its prefix anyway), `None`
+    /// for an empty one, or RESOURCE_EXHAUSTED when the budget cannot hold
+    /// it now.
+    fn reserve(self: &Arc<Self>, length: usize) -> Result<Option<Position>, BoxError> {
+        if length == 0 {
+            return Ok(None);
+        }
+        let share = u32::try_from(length.min(self.limit)).unwrap_or(u32::MAX);
+        let Ok(permit) = self.slots.clone().try_acquire_many_owned(share) else {
+            self.refused.inc();
+            return Err(Box::new(tonic::Status::resource_exhausted(format!(
+                "the sidecar's receive budget ({} bytes over every call) cannot hold a message of {length} bytes now; retry",
+                self.limit
+            ))));
+        };
+        self.receiving.inc_by(i64::from(share));
+        let reserved = Reserved { permit, budget: self.clone(), due: Instant::now() + MESSAGE_WITHIN, timer: None };
+        Ok(Some(Position::Message { left: length, reserved }))
     }
 }
 
@@ -79,26 +117,25 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let layer = &self.layer;
-        self.inner.call(request.map(|body| Budgeted::new(body, layer)))
+        let budget = &self.layer.budget;
+        self.inner.call(request.map(|body| Budgeted::new(body, budget.clone())))
     }
 }
 
 /// The message being received: its share of the budget, and its deadline.
 struct Reserved {
-    _permit: OwnedSemaphorePermit,
-    bytes: usize,
+    permit: OwnedSemaphorePermit,
+    budget: Arc<Budget>,
     /// When all of it must have come.
     due: Instant,
     /// The timer towards `due`, made only once the message's bytes run
     /// short: most messages come in one read and never need it.
     timer: Option<Pin<Box<Sleep>>>,
-    metrics: ServerMetrics,
 }
 
 impl Drop for Reserved {
     fn drop(&mut self) {
-        self.metrics.receiving_bytes.dec_by(i64::try_from(self.bytes).unwrap_or(i64::MAX));
+        self.budget.receiving.dec_by(i64::try_from(self.permit.num_permits()).unwrap_or(i64::MAX));
     }
 }
 
@@ -110,24 +147,26 @@ enum Position {
     Message { left: usize, reserved: Reserved },
 }
 
+impl Position {
+    /// The start of the next message's prefix.
+    fn next_prefix() -> Self {
+        Position::Prefix { seen: 0, bytes: [0; PREFIX_BYTES] }
+    }
+}
+
 /// A request body that passes its messages on only under their share of
 /// the budget.
 pub struct Budgeted<B> {
     inner: B,
-    layer: ReceiveBudgetLayer,
+    budget: Arc<Budget>,
     position: Position,
     /// Bytes read from `inner` and not passed on yet.
     pending: Bytes,
 }
 
 impl<B> Budgeted<B> {
-    fn new(inner: B, layer: &ReceiveBudgetLayer) -> Self {
-        Budgeted {
-            inner,
-            layer: layer.clone(),
-            position: Position::Prefix { seen: 0, bytes: [0; PREFIX_BYTES] },
-            pending: Bytes::new(),
-        }
+    fn new(inner: B, budget: Arc<Budget>) -> Self {
+        Budgeted { inner, budget, position: Position::next_prefix(), pending: Bytes::new() }
     }
 
     /// Moves along `pending`: a piece of it to pass on, or `None` when all
@@ -143,7 +182,7 @@ impl<B> Budgeted<B> {
                 *seen += take;
                 if *seen == PREFIX_BYTES {
                     let length = u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]) as usize;
-                    if let Some(position) = reserve(&self.layer, length)? {
+                    if let Some(position) = self.budget.reserve(length)? {
                         self.position = position;
                     } else {
                         *seen = 0;
@@ -156,40 +195,12 @@ impl<B> Budgeted<B> {
                 *left -= take;
                 if *left == 0 {
                     // Whole: the decoder takes it now. The share goes back.
-                    self.position = Position::Prefix { seen: 0, bytes: [0; PREFIX_BYTES] };
+                    self.position = Position::next_prefix();
                 }
                 Ok(Some(self.pending.split_to(take)))
             }
         }
     }
-}
-
-/// The position after a prefix announcing `length` bytes: the message
-/// under its share of the budget (at most the whole budget: a longer
-/// message is refused by the decoder from its prefix anyway), `None`
-/// for an empty one, or RESOURCE_EXHAUSTED when the budget cannot hold it now.
-fn reserve(layer: &ReceiveBudgetLayer, length: usize) -> Result<Option<Position>, BoxError> {
-    if length == 0 {
-        return Ok(None);
-    }
-    let share = u32::try_from(length.min(layer.limit)).unwrap_or(u32::MAX);
-    let Ok(permit) = layer.budget.clone().try_acquire_many_owned(share) else {
-        layer.metrics.receiving_refused.inc();
-        return Err(Box::new(tonic::Status::resource_exhausted(format!(
-            "the sidecar's receive budget ({} bytes over every call) cannot hold a message of {length} bytes now; retry",
-            layer.limit
-        ))));
-    };
-    let bytes = permit.num_permits();
-    layer.metrics.receiving_bytes.inc_by(i64::try_from(bytes).unwrap_or(i64::MAX));
-    let reserved = Reserved {
-        _permit: permit,
-        bytes,
-        due: Instant::now() + MESSAGE_WITHIN,
-        timer: None,
-        metrics: layer.metrics.clone(),
-    };
-    Ok(Some(Position::Message { left: length, reserved }))
 }
 
 impl<B> Body for Budgeted<B>
@@ -260,7 +271,7 @@ mod tests {
     /// A body whose chunks the test sends one by one.
     fn body(layer: &ReceiveBudgetLayer) -> (mpsc::Sender<Sent>, TestBody) {
         let (tx, rx) = mpsc::channel(64);
-        (tx, Budgeted::new(StreamBody::new(ReceiverStream::new(rx)), layer))
+        (tx, Budgeted::new(StreamBody::new(ReceiverStream::new(rx)), layer.budget.clone()))
     }
 
     fn message(payload: &[u8]) -> Vec<u8> {
@@ -294,8 +305,8 @@ mod tests {
         drop(tx);
         let all = body.collect().await.unwrap().to_bytes();
         assert_eq!(all.as_ref(), stream.as_slice());
-        assert_eq!(layer.budget.available_permits(), 64, "every share came back");
-        assert_eq!(layer.metrics.receiving_bytes.get(), 0);
+        assert_eq!(layer.budget.slots.available_permits(), 64, "every share came back");
+        assert_eq!(layer.budget.receiving.get(), 0);
     }
 
     /// Two messages that do not both fit: the second is refused at its
@@ -337,6 +348,6 @@ mod tests {
         assert_eq!(status.code(), tonic::Code::DeadlineExceeded);
         assert!(status.message().contains("did not all arrive"), "{status:?}");
         drop(body);
-        assert_eq!(layer.budget.available_permits(), 64);
+        assert_eq!(layer.budget.slots.available_permits(), 64);
     }
 }

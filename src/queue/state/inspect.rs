@@ -1,6 +1,5 @@
 //! What the state machine tells about one key and about itself.
 
-use crate::queue::key::QueueKey;
 use std::borrow::Borrow;
 use std::hash::Hash;
 
@@ -8,6 +7,7 @@ use tokio::time::Instant;
 
 use super::{Phase, QueueState};
 use crate::queue::introspect::{DirtyStatus, KeyPhase, KeyStatus, QueueCounts};
+use crate::queue::key::QueueKey;
 use crate::queue::reason::ReasonSet;
 
 impl<K: QueueKey> QueueState<K> {

@@ -1,6 +1,5 @@
 //! How leases end: Done, Finish, Extend, release, hand-back and expiry, the settling after writes, and the failure bookkeeping that follows.
 
-use crate::queue::key::QueueKey;
 use std::borrow::Borrow;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -11,6 +10,7 @@ use tokio::time::Instant;
 use super::lease_deadlines::LeaseDeadline;
 use super::{HeldLease, LeaseEnd, Pending, Phase, QueueState};
 use crate::queue::error::QueueError;
+use crate::queue::key::QueueKey;
 use crate::queue::lease::{FinishOutcome, Holder, LeaseRenewal, LeaseToken};
 use crate::queue::lost_leases::{LeaseLoss, LostLease};
 use crate::queue::observer::LeaseEndKind;

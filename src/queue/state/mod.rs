@@ -8,7 +8,6 @@
 //! async `WorkQueue` wraps this in a mutex; tests drive it directly with
 //! explicit instants.
 
-use crate::queue::key::QueueKey;
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::BuildHasher;
@@ -22,6 +21,7 @@ use smallvec::SmallVec;
 use tokio::time::Instant;
 
 use super::error::QueueError;
+use super::key::QueueKey;
 use super::lease::{Holder, Lease, LeaseToken, TokenSource};
 use super::lost_leases::LostLease;
 use super::observer::QueueObserver;
@@ -396,22 +396,18 @@ impl<K: QueueKey> QueueState<K> {
         if kind.is_from_cache() {
             return Ok(());
         }
-        let (max_keys, max_memory) = (self.settings.max_keys, self.settings.max_memory);
-        let cost = |keys: &mut dyn Iterator<Item = &K>| {
-            keys.fold((0usize, 0usize), |(count, bytes), key| {
-                (count.saturating_add(1), bytes.saturating_add(key_cost(key.text_bytes())))
-            })
-        };
-        let fits = |(count, bytes): (usize, usize)| {
-            self.entries.len().saturating_add(count) <= max_keys && self.key_bytes.saturating_add(bytes) <= max_memory
-        };
         // Cheap first: even if every key were new, would they fit?
-        if fits(cost(&mut keys.iter())) {
+        if self.fits(room_for(keys)).is_ok() {
             return Ok(());
         }
         let new: HashSet<&K, foldhash::fast::RandomState> =
             keys.iter().filter(|key| self.slot_of(*key).is_none()).collect();
-        let (count, bytes) = cost(&mut new.into_iter());
+        self.fits(room_for(new))
+    }
+
+    /// Whether `count` more keys counting `bytes` fit in `max_keys` and `max_memory`.
+    fn fits(&self, (count, bytes): (usize, usize)) -> Result<(), QueueError> {
+        let QueueSettings { max_keys, max_memory, .. } = self.settings;
         if self.entries.len().saturating_add(count) > max_keys {
             return Err(QueueError::Full { limit: max_keys });
         }
@@ -822,6 +818,13 @@ fn lease_is_current<K>(entries: &Slab<Entry<K>>, held_leases: &Slab<HeldLease>, 
         }
         _ => false,
     }
+}
+
+/// How many keys there are, and what they count against `max_memory`.
+fn room_for<'a, K: QueueKey + 'a>(keys: impl IntoIterator<Item = &'a K>) -> (usize, usize) {
+    keys.into_iter().fold((0, 0), |(count, bytes): (usize, usize), key| {
+        (count.saturating_add(1), bytes.saturating_add(key_cost(key.text_bytes())))
+    })
 }
 
 #[cfg(test)]

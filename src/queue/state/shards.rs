@@ -12,13 +12,13 @@
 //! longer moves, ends as usual (Done, Finish, expiry); the slot's new owner
 //! waits for that before it grants the key.
 
-use crate::queue::key::QueueKey;
 use std::borrow::Borrow;
 use std::hash::Hash;
 
 use tokio::time::Instant;
 
 use super::{Phase, QueueState, ReadyPlace, ShardSlot, Slot, SlotSet};
+use crate::queue::key::QueueKey;
 use crate::queue::lost_leases::{LeaseLoss, LostLease};
 
 /// What a change of the owned slots did to a queue.
