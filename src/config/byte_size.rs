@@ -1,9 +1,9 @@
 //! Sizes in bytes in the config file, written as a Kubernetes quantity with a binary suffix: `65536`, `512Ki`, `64Mi`, `1Gi`.
 
-use std::fmt;
-
 use serde::Deserialize;
-use serde::de::{self, Deserializer, Visitor};
+use serde::de::Deserializer;
+
+use super::parsed_text::ParsedText;
 
 /// A size in bytes; a bad value says what was wrong with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,21 +13,10 @@ impl<'de> Deserialize<'de> for ByteSize {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         // The scalar's text even when YAML reads it as a number, so `64M`
         // and `64` go through one parser.
-        deserializer.deserialize_str(ByteSizeVisitor)
-    }
-}
-
-struct ByteSizeVisitor;
-
-impl Visitor<'_> for ByteSizeVisitor {
-    type Value = ByteSize;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(r#"a size in bytes such as "65536", "512Ki", "64Mi" or "1Gi""#)
-    }
-
-    fn visit_str<E: de::Error>(self, text: &str) -> Result<ByteSize, E> {
-        parse(text).map(ByteSize).map_err(E::custom)
+        deserializer.deserialize_str(ParsedText {
+            expecting: r#"a size in bytes such as "65536", "512Ki", "64Mi" or "1Gi""#,
+            parse: |text| parse(text).map(ByteSize),
+        })
     }
 }
 

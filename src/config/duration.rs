@@ -1,11 +1,11 @@
 //! Durations in the config file, written as humantime text: `5ms`, `30s`, `10m`, `1h 30m`.
 
-use std::fmt;
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde::de::{self, Deserializer, Visitor};
+use serde::de::Deserializer;
 
+use super::parsed_text::ParsedText;
 use crate::queue::MAX_DURATION;
 
 /// A `Duration` read from humantime text; a bad value says what was wrong with it.
@@ -14,24 +14,12 @@ pub(super) struct HumanDuration(pub(super) Duration);
 
 impl<'de> Deserialize<'de> for HumanDuration {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        // `deserialize_str` hands over the scalar's text even when YAML would
-        // read it as a number, so `30` gets "time unit needed" rather than a
-        // type error.
-        deserializer.deserialize_str(HumanDurationVisitor)
-    }
-}
-
-struct HumanDurationVisitor;
-
-impl Visitor<'_> for HumanDurationVisitor {
-    type Value = HumanDuration;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(r#"a duration such as "5ms", "30s", "10m" or "1h 30m""#)
-    }
-
-    fn visit_str<E: de::Error>(self, text: &str) -> Result<HumanDuration, E> {
-        parse(text).map(HumanDuration).map_err(E::custom)
+        // The scalar's text even when YAML would read it as a number, so
+        // `30` gets "time unit needed" rather than a type error.
+        deserializer.deserialize_str(ParsedText {
+            expecting: r#"a duration such as "5ms", "30s", "10m" or "1h 30m""#,
+            parse: |text| parse(text).map(HumanDuration),
+        })
     }
 }
 

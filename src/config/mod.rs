@@ -29,6 +29,7 @@ mod document;
 mod duration;
 mod error;
 mod informer;
+mod parsed_text;
 mod queue_name;
 mod rate_limiter;
 mod shard_by;
