@@ -39,12 +39,14 @@ async fn made_up_methods_should_share_one_metric_label_and_leave_metrics_small()
         .buffer_unordered(64)
         .collect()
         .await;
-    // hyper's HTTP/2 guard against streams reset in a burst (each answer
-    // here comes before its request's body was read) ends the connection
-    // with ENHANCE_YOUR_CALM now and then; the client sees those calls as
-    // RESOURCE_EXHAUSTED or UNKNOWN, and they never reach the routes.
+    // These calls are answered before their bodies are read. h2's guard
+    // against floods of small DATA frames (its budget is half the
+    // connection's window, `server::CONNECTION_WINDOW_BYTES`) ends the
+    // connection with ENHANCE_YOUR_CALM now and then; the client sees those
+    // calls as RESOURCE_EXHAUSTED or UNKNOWN, and they never reach the
+    // routes. About 1 in 10 with a 256 KiB window, 1 in 40 with 1 MiB.
     let unimplemented = codes.iter().filter(|code| **code == tonic::Code::Unimplemented).count();
-    assert!(unimplemented >= CALLS * 9 / 10, "most made-up methods are answered UNIMPLEMENTED: {unimplemented}");
+    assert!(unimplemented >= CALLS * 3 / 4, "most made-up methods are answered UNIMPLEMENTED: {unimplemented}");
 
     let (status, metrics) = sidecar.admin_get("/metrics").await;
     assert_eq!(status, 200);
@@ -109,6 +111,59 @@ async fn a_call_past_max_calls_should_be_refused_and_one_ended_should_make_room(
     held[0].abort();
     metric_reaches(&sidecar, "workqueue_sidecar_grpc_calls", 7.0).await;
     client.len(pb::LenRequest { queue: "default".into() }).await.expect("room for one more call");
+}
+
+/// The send capacity a stream on `connection` is given towards `want`
+/// bytes, once it has stopped growing for 500 ms (the server's SETTINGS and
+/// window updates arrive after the handshake).
+async fn capacity_granted(stream: &mut h2::SendStream<bytes::Bytes>, want: usize) -> usize {
+    stream.reserve_capacity(want);
+    loop {
+        match tokio::time::timeout(Duration::from_millis(500), std::future::poll_fn(|cx| stream.poll_capacity(cx)))
+            .await
+        {
+            Ok(Some(Ok(_))) => continue,
+            Ok(other) => panic!("the stream ended while waiting for capacity: {other:?}"),
+            Err(_) => return stream.capacity(),
+        }
+    }
+}
+
+/// A client may send the sidecar no more unread bytes than its HTTP/2
+/// windows, per stream and per connection over every stream: that is what
+/// one connection can make it buffer. Before the windows were set, hyper's
+/// 1 MiB each let 1,024 connections park 1 GiB.
+#[tokio::test]
+async fn a_connection_should_be_granted_no_more_unread_bytes_than_its_http2_windows() {
+    use workqueue_sidecar::server::{CONNECTION_WINDOW_BYTES, STREAM_WINDOW_BYTES};
+    let sidecar = Sidecar::start(&[]);
+    let tcp = tokio::net::TcpStream::connect(sidecar.address).await.unwrap();
+    // A send buffer past every window, so the server's windows are the bound.
+    let (send, connection) =
+        h2::client::Builder::new().max_send_buffer_size(16 << 20).handshake(tcp).await.expect("an HTTP/2 connection");
+    let connection = tokio::spawn(connection);
+    let mut send = send.ready().await.unwrap();
+    let mut granted = Vec::new();
+    let mut streams = Vec::new();
+    for _ in 0..8 {
+        // A Work stream whose opening message never comes: nothing is read.
+        let request = http::Request::post(format!("{}/workqueue.v1.WorkQueueService/Work", sidecar.endpoint()))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(())
+            .unwrap();
+        let (response, mut stream) = send.send_request(request, false).expect("a stream");
+        granted.push(capacity_granted(&mut stream, 4 << 20).await);
+        streams.push((response, stream));
+        send = send.ready().await.unwrap();
+    }
+    let total: usize = granted.iter().sum();
+    println!("8 streams on one connection may send {granted:?} bytes unread, {total} in all");
+    assert!(granted[0] > 0, "a stream may send something");
+    assert!(granted.iter().all(|&bytes| bytes <= STREAM_WINDOW_BYTES as usize), "per stream: {granted:?}");
+    assert!(total <= CONNECTION_WINDOW_BYTES as usize, "per connection, over its streams: {total}");
+    drop(streams);
+    connection.abort();
 }
 
 /// Whether the peer closed `stream` within 20 s (a read returns 0 bytes or an error).

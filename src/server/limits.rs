@@ -41,6 +41,19 @@ impl Default for ServerLimits {
     }
 }
 
+/// HTTP/2 flow-control windows the server grants: how many bytes a client
+/// may send on one stream, and on one connection over all its streams,
+/// before the sidecar has read them. Unread bytes are buffered, so the
+/// connection window bounds what one connection can park in memory: 256
+/// KiB, 256 MiB over `DEFAULT_MAX_CONNECTIONS` (hyper's default was 1 MiB,
+/// 1 GiB over as many). Workers send small messages, and a 3 MiB write body
+/// still goes through, the window opening again as the sidecar reads it.
+/// 64 KiB per stream is HTTP/2's own default and where gRPC-Go starts. Not
+/// smaller per connection: h2 sizes its guard against floods of small DATA
+/// frames at half this window, and a client whose calls are refused before
+/// their bodies are read would have its connection closed sooner.
+pub const STREAM_WINDOW_BYTES: u32 = 64 * 1024;
+pub const CONNECTION_WINDOW_BYTES: u32 = 256 * 1024;
 /// How long a new connection may stay silent (no HTTP/2 preface, no TLS
 /// hello) before it is closed: a client that connects means to talk.
 pub const FIRST_BYTES_WITHIN: Duration = Duration::from_secs(10);

@@ -14,7 +14,7 @@ use tonic::service::Routes;
 use tonic::transport::Server;
 use tracing::info;
 
-pub use limits::ServerLimits;
+pub use limits::{CONNECTION_WINDOW_BYTES, STREAM_WINDOW_BYTES, ServerLimits};
 pub use receive_budget::{MESSAGE_WITHIN, RECEIVE_BUDGET_BYTES};
 
 use crate::metrics::ServerMetrics;
@@ -135,6 +135,8 @@ pub async fn serve(
     let server = || {
         Server::builder()
             .max_concurrent_streams(limits.max_streams_per_connection)
+            .initial_stream_window_size(STREAM_WINDOW_BYTES)
+            .initial_connection_window_size(CONNECTION_WINDOW_BYTES)
             .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
             .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
             .layer(calls.clone())
