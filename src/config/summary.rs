@@ -4,7 +4,6 @@ use std::fmt::Write;
 
 use super::Config;
 use crate::informer::{IndexBy, InformerSpec, Predicate, QueueBinding, ShardBy, TriggerMap};
-use crate::objects::WritePolicy;
 use crate::queue::{KEY_ENTRY_BYTES, QueueSettings, RateLimiterSpec};
 
 impl Config {
@@ -30,8 +29,8 @@ impl Config {
             if self.writes.is_empty() {
                 out.push_str("  none declared: every write is refused (PERMISSION_DENIED)\n");
             }
-            for line in WritePolicy::describe(&self.writes) {
-                let _ = writeln!(out, "  {line}");
+            for rule in &self.writes {
+                let _ = writeln!(out, "  {rule}");
             }
         }
         out

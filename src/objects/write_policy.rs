@@ -71,6 +71,19 @@ impl WriteRule {
     }
 }
 
+/// One declared write as `--check-config` shows it.
+impl fmt::Display for WriteRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let verbs: Vec<&str> = self.verbs.iter().map(|verb| verb.as_str()).collect();
+        write!(f, "{}: {} in ", self.kind_text(), verbs.join(", "))?;
+        match &self.namespaces {
+            None => f.write_str("any namespace or cluster-wide")?,
+            Some(namespaces) => write!(f, "namespaces {}", namespaces.join(", "))?,
+        }
+        f.write_str(if self.lease_required { ", under a lease" } else { ", with or without a lease" })
+    }
+}
+
 fn kind_text(group: &str, kind: &str) -> String {
     if group.is_empty() { kind.to_owned() } else { format!("{group}/{kind}") }
 }
@@ -140,22 +153,6 @@ impl WritePolicy {
             },
         }
     }
-
-    /// One line per declared write, for `--check-config`.
-    pub fn describe(rules: &[WriteRule]) -> Vec<String> {
-        rules
-            .iter()
-            .map(|rule| {
-                let verbs: Vec<&str> = rule.verbs.iter().map(|verb| verb.as_str()).collect();
-                let namespaces = match &rule.namespaces {
-                    None => "any namespace or cluster-wide".to_owned(),
-                    Some(namespaces) => format!("namespaces {}", namespaces.join(", ")),
-                };
-                let lease = if rule.lease_required { "under a lease" } else { "with or without a lease" };
-                format!("{}: {} in {namespaces}, {lease}", rule.kind_text(), verbs.join(", "))
-            })
-            .collect()
-    }
 }
 
 #[cfg(test)]
@@ -174,6 +171,14 @@ mod tests {
             namespaces: namespaces.map(|n| n.iter().map(|s| s.to_string()).collect()),
             lease_required: lease,
         }
+    }
+
+    #[test]
+    fn a_rule_should_read_in_check_config_as_it_was_declared() {
+        let any = rule("apps", "Deployment", &[WriteVerb::Apply, WriteVerb::Delete], None, true);
+        assert_eq!(any.to_string(), "apps/Deployment: apply, delete in any namespace or cluster-wide, under a lease");
+        let some = rule("", "ConfigMap", &[WriteVerb::Patch], Some(&["a", "b"]), false);
+        assert_eq!(some.to_string(), "ConfigMap: patch in namespaces a, b, with or without a lease");
     }
 
     #[test]

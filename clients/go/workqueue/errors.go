@@ -76,7 +76,7 @@ var (
 	// ErrInvalidArgument: an empty or oversized key, a negative delay, a
 	// malformed selector; a write's malformed object or patch, or one the API
 	// server found invalid (INVALID_ARGUMENT; HTTP 400 and 422, whose causes
-	// are in [APIError.Causes]).
+	// are in [APIError.Causes]); a message past the size limit (OUT_OF_RANGE).
 	ErrInvalidArgument = errors.New("invalid argument")
 
 	// ErrOverLimit: a batch over the server's limit, or a queue full at its
@@ -291,7 +291,9 @@ func sentinelFor(svc service, code codes.Code) error {
 		return ErrStaleLease
 	case codes.Unavailable:
 		return ErrUnavailable
-	case codes.InvalidArgument:
+	case codes.InvalidArgument, codes.OutOfRange:
+		// OUT_OF_RANGE: a message past the sidecar's size limit (a write
+		// body over 3 MiB); as a bad field, sending it again cannot help.
 		return ErrInvalidArgument
 	case codes.ResourceExhausted:
 		return ErrOverLimit

@@ -46,7 +46,7 @@ export class NotFoundError extends WorkqueueError {
   override name = "NotFoundError";
 }
 
-/** INVALID_ARGUMENT: an empty or oversized key, a negative delay, a malformed selector. */
+/** INVALID_ARGUMENT: an empty or oversized key, a negative delay, a malformed selector; OUT_OF_RANGE: a message past the size limit. */
 export class InvalidArgumentError extends WorkqueueError {
   override name = "InvalidArgumentError";
 }
@@ -121,6 +121,8 @@ export class UnimplementedError extends WorkqueueError {
 const byCode: Partial<Record<Status, typeof WorkqueueError>> = {
   [Status.NOT_FOUND]: NotFoundError,
   [Status.INVALID_ARGUMENT]: InvalidArgumentError,
+  // A message past the sidecar's size limit (a write body over 3 MiB).
+  [Status.OUT_OF_RANGE]: InvalidArgumentError,
   [Status.FAILED_PRECONDITION]: StaleLeaseError,
   [Status.UNAVAILABLE]: UnavailableError,
   [Status.ABORTED]: AbortedError,

@@ -54,7 +54,8 @@ class WorkqueueError(Exception):
 
 
 class InvalidArgumentError(WorkqueueError):
-    """A key, name or field was refused (INVALID_ARGUMENT): empty, too long, negative;
+    """A key, name or field was refused (INVALID_ARGUMENT), or a message past the size
+    limit (OUT_OF_RANGE): empty, too long, negative;
     for a write, a malformed object or patch, or one the API server found invalid
     (HTTP 400 or 422: ``causes`` names the fields)."""
 
@@ -138,6 +139,8 @@ class UnimplementedError(WorkqueueError):
 
 _BY_CODE: dict[grpc.StatusCode, type[WorkqueueError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgumentError,
+    # A message past the sidecar's size limit (a write body over 3 MiB).
+    grpc.StatusCode.OUT_OF_RANGE: InvalidArgumentError,
     grpc.StatusCode.FAILED_PRECONDITION: StaleLeaseError,
     grpc.StatusCode.RESOURCE_EXHAUSTED: LimitExceededError,
     grpc.StatusCode.UNIMPLEMENTED: UnimplementedError,

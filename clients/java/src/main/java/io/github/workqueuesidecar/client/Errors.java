@@ -73,7 +73,8 @@ final class Errors {
     String message = "workqueue: " + op + ": " + code + (description == null || description.isEmpty() ? "" : ": " + description);
     return switch (code) {
       case NOT_FOUND -> new NotFoundException(message, details, cause);
-      case INVALID_ARGUMENT -> new InvalidArgumentException(message, details, cause);
+      // OUT_OF_RANGE: a message past the sidecar's size limit (a write body over 3 MiB).
+      case INVALID_ARGUMENT, OUT_OF_RANGE -> new InvalidArgumentException(code, message, details, cause);
       case FAILED_PRECONDITION -> ErrorDetails.NO_KUBERNETES.equals(details.reason())
           ? new NoKubernetesException(message, details, cause)
           : new StaleLeaseException(message, details, cause);

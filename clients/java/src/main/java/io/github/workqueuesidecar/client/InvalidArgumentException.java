@@ -2,7 +2,7 @@ package io.github.workqueuesidecar.client;
 
 import io.grpc.Status;
 
-/** INVALID_ARGUMENT: the sidecar refused a field of the request: an empty key, a negative delay, a malformed selector or object. */
+/** INVALID_ARGUMENT: the sidecar refused a field of the request: an empty key, a negative delay, a malformed selector or object; OUT_OF_RANGE: a message past the size limit. */
 public class InvalidArgumentException extends WorkqueueException {
   private static final long serialVersionUID = 1L;
 
@@ -15,6 +15,11 @@ public class InvalidArgumentException extends WorkqueueException {
   }
 
   public InvalidArgumentException(String message, ErrorDetails details, Throwable cause) {
-    super(Status.Code.INVALID_ARGUMENT, message, details, cause);
+    this(Status.Code.INVALID_ARGUMENT, message, details, cause);
+  }
+
+  /** A refusal of the request itself under another code: OUT_OF_RANGE for a message past the size limit. */
+  InvalidArgumentException(Status.Code code, String message, ErrorDetails details, Throwable cause) {
+    super(code, message, details, cause);
   }
 }
