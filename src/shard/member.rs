@@ -26,6 +26,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::assignment::Assignment;
+#[cfg(test)]
+use super::fault::Fault;
 use super::observation::{LeaseRecord, LeaseVersion, MemberId, ObservedLease, Snapshot, WriteId};
 use super::settings::ShardSettings;
 use super::slot::SlotSet;
@@ -70,32 +72,21 @@ pub struct Grant {
     pub until: Instant,
 }
 
-/// Rules broken on purpose, so the simulation shows its checks can fail.
-/// Always `None` outside tests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[cfg_attr(not(test), allow(dead_code))]
-pub(crate) enum Fault {
-    #[default]
-    None,
-    /// Claim and hold a slot without waiting for its old owner's release or expiry.
-    IgnoreOtherClaims,
-    /// Keep held slots across a gap in the term chain (a paused member waking up).
-    KeepSlotsAcrossGap,
-    /// Free a moved slot at once, without waiting for its leases to end.
-    FreeWithoutDraining,
-    /// Judge another Lease expired as of now, not as of the checked write.
-    JudgeExpiryNow,
-    /// Never judge another member's Lease expired: crashed members keep their slots.
-    NeverExpire,
-    /// Forget a Lease as soon as a read no longer has it (deleted by hand):
-    /// its member may still be granting from its slots.
-    ForgetDeletedLeases,
-    /// Take a Lease whose deletion was asked for as gone at once, claims and
-    /// all: its member may still be granting from its slots.
-    IgnoreDeletingLeases,
-    /// Keep a Lease judged expired after its member renewed it: the member
-    /// is back, granting, and its claims go unseen.
-    KeepJudgementAcrossRenewal,
+/// Whether the member breaks one of the named rules on purpose (a
+/// `Fault` of `shard/fault.rs`, set by tests only). Outside tests it is
+/// `false` and the member has no fault to read, so no production path can
+/// branch on one.
+#[cfg(test)]
+macro_rules! breaks {
+    ($member:expr, $($fault:ident)|+) => {
+        matches!($member.fault, $(Fault::$fault)|+)
+    };
+}
+#[cfg(not(test))]
+macro_rules! breaks {
+    ($member:expr, $($fault:ident)|+) => {
+        false
+    };
 }
 
 /// A number no other `Member` (in this process, or likely in any other)
@@ -209,6 +200,7 @@ pub struct Member {
     /// shell lets the Lease go and joins again as a new member.
     deleted: bool,
     effects: Vec<Effect>,
+    #[cfg(test)]
     fault: Fault,
 }
 
@@ -240,6 +232,7 @@ impl Member {
             left: false,
             deleted: false,
             effects: Vec::new(),
+            #[cfg(test)]
             fault: Fault::None,
         }
     }
@@ -275,7 +268,10 @@ impl Member {
     /// which deleted the Lease, so it never sees that Lease again.
     pub fn successor(&self) -> Member {
         let mut next = Member::new(self.id.clone(), self.settings);
-        next.fault = self.fault;
+        #[cfg(test)]
+        {
+            next.fault = self.fault;
+        }
         let last_write = self.written.back().map(|w| w.version.0);
         next.last_revision = self.last_revision.max(last_write);
         next
@@ -300,7 +296,7 @@ impl Member {
     /// a Deployment joins under a new name, so nothing else would ever
     /// delete them), while people still get a lease duration to read them.
     pub fn long_expired_leases(&self, now: Instant) -> Vec<(MemberId, LeaseVersion)> {
-        if self.fault == Fault::NeverExpire {
+        if breaks!(self, NeverExpire) {
             return Vec::new();
         }
         self.seen
@@ -389,8 +385,7 @@ impl Member {
     /// Whether `instant` is at or past the expiry `expires` gives for what
     /// this member saw of `lease` (never, under the `NeverExpire` fault).
     fn expired_as(&self, lease: &ObservedLease, instant: Instant, expires: impl Fn(&Seen) -> Instant) -> bool {
-        self.fault != Fault::NeverExpire
-            && self.seen.get(&lease.record.holder).is_some_and(|seen| instant >= expires(seen))
+        !breaks!(self, NeverExpire) && self.seen.get(&lease.record.holder).is_some_and(|seen| instant >= expires(seen))
     }
 
     /// Whether a Lease gone from the reads can no longer matter: expired as
@@ -417,7 +412,7 @@ impl Member {
                 own = Some(lease);
                 continue;
             }
-            if lease.deleting && self.fault == Fault::IgnoreDeletingLeases {
+            if lease.deleting && breaks!(self, IgnoreDeletingLeases) {
                 continue;
             }
             // Unchanged, or changed by someone else's write (a deletion
@@ -428,10 +423,8 @@ impl Member {
                     || (seen.lease.record.write.is_some() && seen.lease.record.write == lease.record.write)
             });
             let since = unrenewed.map_or(now, |seen| seen.since);
-            let judged_before = match self.fault {
-                Fault::KeepJudgementAcrossRenewal => self.seen.get(&lease.record.holder),
-                _ => unrenewed,
-            };
+            let judged_before =
+                if breaks!(self, KeepJudgementAcrossRenewal) { self.seen.get(&lease.record.holder) } else { unrenewed };
             let judged_since = judged_before.and_then(|seen| seen.judged_since).or(lease.judged_expired.then_some(now));
             let last = Seen { lease: lease.clone(), since, gone_since: None, judged_since };
             seen.insert(lease.record.holder.clone(), last);
@@ -441,7 +434,7 @@ impl Member {
         // member judged it expired. Any other Lease gone from the reads lost
         // its finalizer by hand, or never had one (left, or written by an
         // older release): it is kept as last read, as `seen` says.
-        let forget_at_once = matches!(self.fault, Fault::ForgetDeletedLeases | Fault::IgnoreDeletingLeases);
+        let forget_at_once = breaks!(self, ForgetDeletedLeases | IgnoreDeletingLeases);
         let gone: Vec<(MemberId, Seen)> = std::mem::take(&mut self.seen)
             .into_iter()
             .filter(|(holder, _)| !seen.contains_key(holder))
@@ -492,7 +485,7 @@ impl Member {
         }
         self.claimed_by_others =
             others().filter(|l| !self.expired(l, now)).fold(SlotSet::EMPTY, |all, l| all.union(&l.record.claims));
-        if self.fault == Fault::IgnoreOtherClaims {
+        if breaks!(self, IgnoreOtherClaims) {
             self.claimed_by_others = SlotSet::EMPTY;
         }
 
@@ -536,9 +529,9 @@ impl Member {
             return;
         }
         // The snapshot was taken after the write committed, so after it was sent.
-        let as_of = if self.fault == Fault::JudgeExpiryNow { now } else { write.sent_at };
+        let as_of = if breaks!(self, JudgeExpiryNow) { now } else { write.sent_at };
         let mut live_claims = SlotSet::EMPTY;
-        if self.fault != Fault::IgnoreOtherClaims {
+        if !breaks!(self, IgnoreOtherClaims) {
             for lease in others {
                 if !self.expired(lease, as_of) {
                     live_claims = live_claims.union(&lease.record.claims);
@@ -600,7 +593,7 @@ impl Member {
         let lost = self.held.difference(&self.mine);
         if !lost.is_empty() {
             self.held = self.held.difference(&lost);
-            let until = self.term_end.filter(|_| self.fault != Fault::FreeWithoutDraining).unwrap_or(now).max(now);
+            let until = self.term_end.filter(|_| !breaks!(self, FreeWithoutDraining)).unwrap_or(now).max(now);
             self.draining.push((until, lost));
             self.effects.push(Effect::Revoke(lost));
             self.dirty = true;
@@ -689,7 +682,7 @@ impl Member {
             return;
         }
         let new_end = write.sent_at.checked_add(self.settings.renew_deadline).unwrap_or(write.sent_at);
-        let chained = self.term_end.is_some_and(|end| now < end) || self.fault == Fault::KeepSlotsAcrossGap;
+        let chained = self.term_end.is_some_and(|end| now < end) || breaks!(self, KeepSlotsAcrossGap);
         if chained {
             self.term_end = self.term_end.max(Some(new_end));
             return;

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::member::{Effect, Fault, Member};
+use super::fault::Fault;
+use super::member::{Effect, Member};
 use super::observation::{LeaseVersion, MemberId, ObservedLease, Snapshot};
 use super::settings::ShardSettings;
 use super::slot::SlotSet;

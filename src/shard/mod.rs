@@ -18,6 +18,8 @@ mod slot;
 mod view;
 
 #[cfg(test)]
+mod fault;
+#[cfg(test)]
 mod member_tests;
 #[cfg(test)]
 mod simulation;
