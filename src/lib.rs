@@ -21,10 +21,11 @@
 //!   serving until shut down, within bounds on what any client can make them spend.
 //! - [`metrics`]: Prometheus metrics with client-go's workqueue names, plus
 //!   leases and gRPC requests.
-//! - [`leader`]: leader election through a Lease; only the leader hands out keys.
-//! - [`shard`]: scale-out's pure core: hash ranges shared among replicas through one Lease each.
-//! - [`shard_membership`]: its I/O shell: each replica's own Lease, read and written on the API server.
-//! - [`sharded_queues`]: the queues and informers following this replica's share of the slots.
+//! - [`shard`]: scale-out's pure core: hash ranges shared among replicas
+//!   through one Lease each; the queue and the informers use its slots.
+//! - [`replicas`]: several sidecars for one controller: leader election
+//!   through a Lease, or sharding's Lease I/O and the queues and informers
+//!   following this replica's share of the slots.
 //! - [`admin`]: the admin HTTP port: `/metrics`, `/healthz`, `/readyz`.
 //! - [`app`]: the sidecar as one unit: built from its options, then run until
 //!   a shutdown signal, owning every task it starts and stopping them in order.
@@ -50,10 +51,8 @@ pub mod discovery;
 pub mod error_chain;
 pub mod grpc;
 pub mod k8s_names;
-pub mod leader;
 pub mod metrics;
+pub mod replicas;
 pub mod server;
 pub mod shard;
-pub mod shard_membership;
-pub mod sharded_queues;
 pub mod tls;

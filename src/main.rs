@@ -13,10 +13,10 @@ use workqueue_sidecar::app::{Options, Sidecar};
 use workqueue_sidecar::cli::{Cli, LogFormat};
 use workqueue_sidecar::config::Config;
 use workqueue_sidecar::error_chain::one_line;
-use workqueue_sidecar::leader::ElectionSettings;
+use workqueue_sidecar::replicas::leader::ElectionSettings;
+use workqueue_sidecar::replicas::shard_membership::MembershipSettings;
 use workqueue_sidecar::server::{Exposure, ServerLimits};
 use workqueue_sidecar::shard::ShardSettings;
-use workqueue_sidecar::shard_membership::MembershipSettings;
 use workqueue_sidecar::tls::TlsFiles;
 
 fn main() -> ExitCode {

@@ -8,8 +8,8 @@ use tokio::time::Instant;
 
 use tracing::warn;
 
-use crate::leader::{Leadership, NOT_LEADER};
 use crate::queue::{DrainReport, NoObserver, QueueObserver, QueueSettings, SettingsError, WorkQueue};
+use crate::replicas::leader::{Leadership, NOT_LEADER};
 use crate::shard::ShardView;
 
 /// Keys on the wire are strings (`namespace/name`); the queue keeps them as

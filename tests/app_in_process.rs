@@ -81,7 +81,7 @@ fn unreachable_kubeconfig() -> std::path::PathBuf {
 #[tokio::test]
 async fn a_replica_that_elects_should_hand_out_nothing_from_the_moment_it_is_bound() {
     let kubeconfig = unreachable_kubeconfig();
-    let election = workqueue_sidecar::leader::ElectionSettings {
+    let election = workqueue_sidecar::replicas::leader::ElectionSettings {
         namespace: "default".into(),
         lease_name: "workqueue-sidecar".into(),
         identity: "replica-a".into(),

@@ -23,10 +23,10 @@ use support::control_plane::{self, TestNamespace};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use workqueue_sidecar::shard::{Effect, Grant, ShardSettings, SlotSet};
-use workqueue_sidecar::shard_membership::{
+use workqueue_sidecar::replicas::shard_membership::{
     CLAIMS_ANNOTATION, EXPIRED_ANNOTATION, FINALIZER, Membership, MembershipSettings, ShardEvent, WRITE_ANNOTATION,
 };
+use workqueue_sidecar::shard::{Effect, Grant, ShardSettings, SlotSet};
 
 const TIMINGS: ShardSettings = ShardSettings {
     lease_duration: Duration::from_secs(3),

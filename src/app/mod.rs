@@ -23,14 +23,14 @@ use crate::freshness::Freshness;
 use crate::grpc::{self, ShutDownRpc};
 use crate::informer::{InformerRegistry, InformerWatches, ShardWatch};
 use crate::informer::{QueueBinding, ShardBy};
-use crate::leader::{ElectionSettings, Elector, Leadership};
 use crate::metrics::{self, Metrics};
 use crate::objects::{ObjectWriter, WritePolicy};
 use crate::queue_registry::QueueRegistry;
+use crate::replicas::leader::{ElectionSettings, Elector, Leadership};
+use crate::replicas::shard_membership::{Membership, MembershipSettings};
+use crate::replicas::sharded_queues::{follow_shards, shard_of};
 use crate::server::{self, Exposure, Listeners, ServerLimits};
 use crate::shard::SlotSet;
-use crate::shard_membership::{Membership, MembershipSettings};
-use crate::sharded_queues::{follow_shards, shard_of};
 use crate::tls::{ServingTls, TlsFiles};
 
 /// How long open connections, and a leader's release of its Lease, get after the queues drained.

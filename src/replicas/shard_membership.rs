@@ -146,7 +146,7 @@ pub struct Membership {
 impl Membership {
     pub fn new(client: kube::Client, settings: MembershipSettings) -> Result<Membership, MembershipSettingsError> {
         settings.timings.validate()?;
-        if !crate::leader::is_whole_seconds(settings.timings.lease_duration) {
+        if !crate::replicas::leader::is_whole_seconds(settings.timings.lease_duration) {
             return Err(MembershipSettingsError::FractionalLeaseDuration(settings.timings.lease_duration));
         }
         if settings.group.is_empty() || settings.identity.is_empty() {
@@ -421,7 +421,7 @@ impl Membership {
                 labels: Some(labels),
                 annotations: Some(annotations),
                 finalizers,
-                managed_fields: crate::leader::without_managed_fields(),
+                managed_fields: crate::replicas::leader::without_managed_fields(),
                 resource_version: self.own_version.clone(),
                 ..ObjectMeta::default()
             },

@@ -19,8 +19,8 @@ use crate::informer::{ShardBy, SharedInformer};
 use crate::metrics::ShardMetrics;
 use crate::queue::{ShardOf, ShardsChanged};
 use crate::queue_registry::Queue;
+use crate::replicas::shard_membership::ShardEvent;
 use crate::shard::{Effect, Slot, SlotSet, shard_hash};
-use crate::shard_membership::ShardEvent;
 
 /// The slot of a key of `primary`'s objects, hashed as KEP-5866's
 /// `shardRange` hashes the field `by` names.
