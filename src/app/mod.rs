@@ -5,7 +5,7 @@ mod tasks;
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -123,21 +123,25 @@ impl Sidecar {
             })
             .context("creating the queues")?,
         );
-        // Informers only when configured: the standalone mode needs no Kubernetes.
-        let (informers, mut watches, writer) = if config.informers.is_empty() {
-            (InformerRegistry::empty(), InformerWatches::none(), None)
-        } else {
-            let client = kube_client(kubeconfig.as_deref()).await?;
-            let bindings = bindings.iter().map(|(name, binding)| (name.as_str(), binding));
-            let writer = ObjectWriter::new(client.clone(), config.field_manager.clone());
-            let (informers, watches) = InformerRegistry::build(client, &config.informers, &queues, bindings)
-                .await
-                .context("resolving the informers")?;
-            (informers, watches, Some(Arc::new(writer)))
+        // One Kubernetes client for the informers, the writes, the election
+        // and the shard membership: its clones share one config and one
+        // connection pool. None at all in the standalone mode.
+        let needs_kube = !config.informers.is_empty() || election.is_some() || sharding.is_some();
+        let kube = if needs_kube { Some(kube_client(kubeconfig.as_deref()).await?) } else { None };
+        let (informers, mut watches, writer) = match kube.clone().filter(|_| !config.informers.is_empty()) {
+            None => (InformerRegistry::empty(), InformerWatches::none(), None),
+            Some(client) => {
+                let bindings = bindings.iter().map(|(name, binding)| (name.as_str(), binding));
+                let writer = ObjectWriter::new(client.clone(), config.field_manager.clone());
+                let (informers, watches) = InformerRegistry::build(client, &config.informers, &queues, bindings)
+                    .await
+                    .context("resolving the informers")?;
+                (informers, watches, Some(Arc::new(writer)))
+            }
         };
         let informers = Arc::new(informers);
         metrics.register_informers(informers.all());
-        let membership = shard_queues(&bindings, &queues, &informers, sharding, kubeconfig.as_deref()).await?;
+        let membership = shard_queues(&bindings, &queues, &informers, sharding, kube.as_ref())?;
         let membership = match membership {
             Some(membership) => {
                 queues.follow_shard_view(membership.view());
@@ -151,7 +155,7 @@ impl Sidecar {
             None => None,
         };
         let election = match election {
-            Some(settings) => Some((settings, kube_client(kubeconfig.as_deref()).await?)),
+            Some(settings) => Some((settings, kube.clone().context("an election needs a Kubernetes client")?)),
             None => None,
         };
         // A replica that runs an election hands out nothing before it leads:
@@ -324,12 +328,12 @@ impl Sidecar {
 /// Shards the queues with `shard_by` by their primary's objects, and
 /// prepares this replica's membership; refuses sharded queues without
 /// `--shard-group` and a group without sharded queues.
-async fn shard_queues(
+fn shard_queues(
     bindings: &[(String, QueueBinding)],
     queues: &QueueRegistry,
     informers: &InformerRegistry,
     sharding: Option<MembershipSettings>,
-    kubeconfig: Option<&Path>,
+    kube: Option<&kube::Client>,
 ) -> anyhow::Result<Option<Membership>> {
     let sharded: Vec<(&str, ShardBy, &str)> = bindings
         .iter()
@@ -352,7 +356,7 @@ async fn shard_queues(
         let fresh = queue.shard_keys_by(shard_of(by, primary));
         debug_assert!(fresh, "each queue is sharded once");
     }
-    let client = kube_client(kubeconfig).await?;
+    let client = kube.context("a shard group needs a Kubernetes client")?.clone();
     let group = settings.group.clone();
     Ok(Some(Membership::new(client, settings).with_context(|| format!("shard group {group:?}"))?))
 }

@@ -57,7 +57,8 @@ pub async fn open(
     let inbound = request.into_inner();
     let (tx, rx) = mpsc::channel(OUTBOUND_CAPACITY);
     // Answer at once and read Open in the session: a client may wait for the
-    // response headers before it sends anything.
+    // response headers before it sends anything. Self-ending: the session
+    // ends with its stream, and at the server's stop with the queue's drain.
     tokio::spawn(async move {
         if let Err(status) = run(queues, informers, finalizers, inbound, tx.clone(), peer).await {
             let _ = tx.send(Err(status)).await;

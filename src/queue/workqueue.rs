@@ -111,6 +111,8 @@ impl<K: QueueKey + Send + 'static> WorkQueue<K> {
             lost_lease_watchers: Arc::default(),
             shard_of: OnceLock::new(),
         });
+        // Self-ending: the timer holds the queue weakly and returns once the
+        // last handle to the queue is dropped.
         tokio::spawn(run_timer(Arc::downgrade(&shared), timer));
         Ok(WorkQueue { shared })
     }

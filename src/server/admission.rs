@@ -107,6 +107,7 @@ impl Admission {
                     continue;
                 };
                 let (prepared, admitted, metrics) = (prepare(socket), tx.clone(), admission.metrics.clone());
+                // Self-ending: the first bytes and the handshake have deadlines.
                 tokio::spawn(async move {
                     match prepared.await {
                         Ok(Talking { io, first }) => {

@@ -61,6 +61,7 @@ impl ServingTls {
                 .map_err(|err| TlsError::Watch { path: directory.clone(), problem: err.to_string() })?;
         }
         let reloader = Reloader { files, last_read: material, current: current_tx, counters };
+        // Self-ending: it returns once every ServingTls is dropped.
         tokio::spawn(reloader.run(watcher, changed));
         Ok(ServingTls { current })
     }
