@@ -12,9 +12,11 @@
 //!   their events to keys on the queues.
 //! - [`objects`]: writes to the API server for remote workers (apply, patch,
 //!   create, delete of any kind, found through discovery).
-//! - [`freshness`]: the stale-read guard: reads of an object written through
-//!   the sidecar, and the next lease of a key written under, wait until the
-//!   caches have seen the write.
+//! - [`writes`]: writing under a lease, the one way a write reaches the API
+//!   server: declared, fenced by the lease's token, bounded, carried to its
+//!   answer, and waited for (the stale-read guard) by reads of the object and
+//!   the key's next lease until the caches have seen it; declared finalizers
+//!   beside it.
 //! - [`grpc`]: the wire face: `WorkQueueService` (unary calls and the `Work`
 //!   stream), `CacheService`, `ObjectService`, health and reflection; thin handlers.
 //! - [`server`], [`tls`]: listening on TCP (plaintext or TLS, optionally mTLS) and unix sockets,
@@ -39,7 +41,6 @@
 pub mod queue;
 pub mod queue_registry;
 
-pub mod freshness;
 pub mod informer;
 pub mod objects;
 
@@ -56,3 +57,4 @@ pub mod replicas;
 pub mod server;
 pub mod shard;
 pub mod tls;
+pub mod writes;

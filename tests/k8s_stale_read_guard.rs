@@ -488,7 +488,7 @@ fn assert_too_many_writes_out(refused: &tonic::Status) {
 /// came once the new object was there, and failed the read after 10 s; here that needs the watch
 /// to bring both events in one read (an outside review saw it 3 times in 3 behind a lagging
 /// watch; this loopback run rarely does), so the unit test
-/// `freshness::a_deletion_should_be_seen_when_the_name_is_empty_or_holds_a_newer_object` shows
+/// `writes::freshness::a_deletion_should_be_seen_when_the_name_is_empty_or_holds_a_newer_object` shows
 /// it every time, and this one checks the whole path against the API server's delete answer.
 #[tokio::test]
 #[ignore = "needs a control plane: hack/test runs it with --ignored"]

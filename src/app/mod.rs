@@ -19,7 +19,6 @@ pub use tasks::Tasks;
 
 use crate::admin::{self, Readiness};
 use crate::config::Config;
-use crate::freshness::Freshness;
 use crate::grpc::{self, ShutDownRpc};
 use crate::informer::{InformerRegistry, InformerWatches, ShardWatch};
 use crate::informer::{QueueBinding, ShardBy};
@@ -32,6 +31,7 @@ use crate::replicas::sharded_queues::{follow_shards, shard_of};
 use crate::server::{self, Exposure, Listeners, ServerLimits};
 use crate::shard::SlotSet;
 use crate::tls::{ServingTls, TlsFiles};
+use crate::writes::{Freshness, Writes};
 
 /// How long open connections, and a leader's release of its Lease, get after the queues drained.
 const CLOSE_CONNECTIONS_WITHIN: Duration = Duration::from_secs(2);
@@ -243,7 +243,7 @@ impl Sidecar {
         let writes = writer.map(|writer| {
             let freshness = Arc::new(Freshness::new(&informers, queues.clone()));
             tasks.background("stale-read guard: follows the caches", freshness.clone().follow_caches());
-            grpc::Writes { writer, freshness, finalizers, policy: write_policy }
+            Writes { writer, freshness, finalizers, policy: write_policy }
         });
         let api = grpc::api(queues.clone(), informers.clone(), writes, shut_down_rpc)
             .await

@@ -12,8 +12,8 @@ use super::pb::{self, cache_service_server::CacheService};
 use super::status::ApiError;
 use super::validate;
 use super::workqueue_service::{MAX_GET_ANSWER_BYTES, repeated_element_len};
-use crate::freshness::Freshness;
 use crate::informer::{CacheReadError, InformerRegistry, LabelSelector, ListQuery, SharedInformer};
+use crate::writes::Freshness;
 
 /// Longest wait a read may ask for (initial list plus min_resource_version).
 pub const MAX_CACHE_WAIT: Duration = Duration::from_secs(60);

@@ -12,6 +12,8 @@ use crate::informer::{CachedObject, SharedInformer};
 use crate::queue::{
     DirtyStatus, FinishOutcome, KeyPhase, KeyStatus, Lease, QueueCounts, Reason, ReasonKind, ReasonSet,
 };
+use crate::queue_registry::Queue;
+use crate::writes::DeclaredFinalizers;
 
 /// The wall-clock time of a monotonic instant, for clients on other clocks.
 pub fn timestamp(at: Instant) -> prost_types::Timestamp {
@@ -192,6 +194,23 @@ pub fn cached_object(object: &CachedObject, deleted: bool) -> pb::CachedObject {
         namespace: object.namespace().to_string(),
         name: object.name().to_string(),
     }
+}
+
+/// A lease as it is sent ([`lease_for`]). One marked deleting, on a queue
+/// that declares a finalizer, is remembered: only its successful Finish
+/// removes the finalizer.
+pub fn lease_to_send(
+    finalizers: Option<&DeclaredFinalizers>,
+    queue: &Queue,
+    lease: &Lease<Arc<str>>,
+    primary: Option<&SharedInformer>,
+    include_object: bool,
+) -> pb::Lease {
+    let sent = lease_for(lease, primary, include_object);
+    if let Some(finalizers) = finalizers.filter(|_| sent.deleting) {
+        finalizers.sent_deleting(queue, &lease.key, lease.token);
+    }
+    sent
 }
 
 /// A lease as sent: with its primary's deletion marked (when the queue has a

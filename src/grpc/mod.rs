@@ -5,10 +5,8 @@
 
 mod bounded_text;
 mod cache_service;
-mod carried_write;
 mod codec;
 mod convert;
-mod finalizers;
 mod object_service;
 mod page_token;
 pub mod pb;
@@ -19,12 +17,11 @@ mod workqueue_service;
 
 use std::sync::Arc;
 
-use finalizers::DeclaredFinalizers;
 use tonic::service::Routes;
 use tonic_health::server::HealthReporter;
 
 pub use cache_service::{CacheApi, DEFAULT_PAGE_SIZE, MAX_CACHE_WAIT, MAX_PAGE_SIZE};
-pub use object_service::{ObjectApi, Writes};
+pub use object_service::ObjectApi;
 pub use status::ApiError;
 pub use validate::{MAX_BATCH_KEYS, MAX_GET_KEYS, MAX_GET_WAIT, MAX_KEY_BYTES};
 pub use work_stream::MAX_CREDITS;
@@ -32,6 +29,7 @@ pub use workqueue_service::{ShutDownRpc, WorkQueueApi};
 
 use crate::informer::InformerRegistry;
 use crate::queue_registry::QueueRegistry;
+use crate::writes::{DeclaredFinalizers, Writes};
 use pb::cache_service_server::CacheServiceServer;
 use pb::object_service_server::ObjectServiceServer;
 use pb::work_queue_service_server::WorkQueueServiceServer;

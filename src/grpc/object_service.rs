@@ -1,4 +1,4 @@
-//! `ObjectService`: writes through the sidecar (ApplyObject, PatchObject, CreateObject, DeleteObject), requests parsed here into `objects` types, each noted by the stale-read guard.
+//! `ObjectService`: writes through the sidecar (ApplyObject, PatchObject, CreateObject, DeleteObject), requests decoded into `objects` types and answers encoded; the write itself is `writes`'.
 
 use std::sync::Arc;
 
@@ -6,24 +6,11 @@ use kube::api::DynamicObject;
 use serde_json::Value;
 use tonic::{Request, Response, Status};
 
-use super::carried_write::carried;
 use super::pb::{self, object_service_server::ObjectService};
 use super::status::ApiError;
 use super::validate;
-use crate::freshness::{Freshness, LeaseRef, WriteTicket, Written};
-use crate::objects::{
-    BodyBytes, DeleteOptions, Deleted, KindRef, ObjectRef, ObjectWriter, PatchBody, Propagation, WritePolicy, WriteVerb,
-};
-
-/// What writes need: `None` in the standalone mode, which has no Kubernetes.
-pub struct Writes {
-    pub writer: Arc<ObjectWriter>,
-    pub freshness: Arc<Freshness>,
-    /// Each queue's declared finalizer: (queue, finalizer).
-    pub finalizers: Vec<(String, String)>,
-    /// What workers may write; everything else is refused.
-    pub policy: WritePolicy,
-}
+use crate::objects::{DeleteOptions, Deleted, KindRef, ObjectRef, PatchBody, Propagation, WriteVerb};
+use crate::writes::{LeaseRef, Write, Writes};
 
 /// The handlers.
 pub struct ObjectApi {
@@ -35,12 +22,7 @@ impl ObjectApi {
         ObjectApi { writes }
     }
 
-    /// The writer, holding the share of the bytes out for a body of
-    /// `body_bytes`, and a ticket of the stale-read guard for one write under
-    /// `lease`: refused when the config does not declare a `verb` of `kind`
-    /// in `namespace` (under a lease, if it is given), the lease is not
-    /// current, or the writes out hold too many bytes. The write and its
-    /// ticket go on a task of their own ([`carried`]). Called before the body
+    /// [`Writes::begin`], with the request's lease parsed; before the body
     /// is parsed, so a refused write costs no parse.
     fn begin(
         &self,
@@ -49,27 +31,10 @@ impl ObjectApi {
         namespace: Option<&str>,
         lease: Option<&pb::LeaseRef>,
         body_bytes: usize,
-    ) -> Result<(BodyWriter, WriteTicket), ApiError> {
+    ) -> Result<Write, ApiError> {
         let writes = self.writes.as_ref().ok_or(ApiError::NoKubernetes)?;
-        writes.policy.check(verb, kind, namespace, lease.is_some())?;
-        let ticket = writes.freshness.begin(lease.map(lease_ref).transpose()?)?;
-        let body = writes.writer.reserve_body(body_bytes)?;
-        Ok((BodyWriter { writer: writes.writer.clone(), _body: body }, ticket))
-    }
-}
-
-/// The writer for one write, holding its body's share of the bytes out
-/// until the write, which owns it, has its answer.
-struct BodyWriter {
-    writer: Arc<ObjectWriter>,
-    _body: BodyBytes,
-}
-
-impl std::ops::Deref for BodyWriter {
-    type Target = ObjectWriter;
-
-    fn deref(&self) -> &ObjectWriter {
-        &self.writer
+        let lease = lease.map(lease_ref).transpose()?;
+        Ok(writes.begin(verb, kind, namespace, lease, body_bytes)?)
     }
 }
 
@@ -81,7 +46,7 @@ impl ObjectService for ObjectApi {
         let req = request.into_inner();
         let target = object_ref(req.r#type.as_ref(), &req.namespace, &req.name)?;
         let manager = field_manager(&req.field_manager)?;
-        let (writer, ticket) = self.begin(
+        let write = self.begin(
             WriteVerb::Apply,
             &target.kind,
             target.namespace.as_deref(),
@@ -89,12 +54,7 @@ impl ObjectService for ObjectApi {
             req.json.len(),
         )?;
         let object = json_value("json", &req.json)?;
-        let written = carried(async move {
-            let written = writer.apply(&target, object, manager.as_deref(), req.force).await?;
-            ticket.written(Written::object(&target.kind, &written))?;
-            Ok::<_, ApiError>(written)
-        })
-        .await??;
+        let written = write.apply(target, object, manager, req.force).await.map_err(ApiError::from)?;
         Ok(Response::new(pb::ApplyObjectResponse { object: Some(written_object(&written)?) }))
     }
 
@@ -102,7 +62,7 @@ impl ObjectService for ObjectApi {
         let req = request.into_inner();
         let target = object_ref(req.r#type.as_ref(), &req.namespace, &req.name)?;
         let manager = field_manager(&req.field_manager)?;
-        let (writer, ticket) = self.begin(
+        let write = self.begin(
             WriteVerb::Patch,
             &target.kind,
             target.namespace.as_deref(),
@@ -118,12 +78,7 @@ impl ObjectService for ObjectApi {
                 return Err(ApiError::invalid("patch_type", "must be PATCH_TYPE_MERGE or PATCH_TYPE_JSON").into());
             }
         };
-        let written = carried(async move {
-            let written = writer.patch(&target, patch, req.status, manager.as_deref()).await?;
-            ticket.written(Written::object(&target.kind, &written))?;
-            Ok::<_, ApiError>(written)
-        })
-        .await??;
+        let written = write.patch(target, patch, req.status, manager).await.map_err(ApiError::from)?;
         Ok(Response::new(pb::PatchObjectResponse { object: Some(written_object(&written)?) }))
     }
 
@@ -132,15 +87,9 @@ impl ObjectService for ObjectApi {
         let kind = kind_ref(req.r#type.as_ref())?;
         let namespace = validate::namespace("namespace", &req.namespace)?.map(str::to_owned);
         let manager = field_manager(&req.field_manager)?;
-        let (writer, ticket) =
-            self.begin(WriteVerb::Create, &kind, namespace.as_deref(), req.lease.as_ref(), req.json.len())?;
+        let write = self.begin(WriteVerb::Create, &kind, namespace.as_deref(), req.lease.as_ref(), req.json.len())?;
         let object = json_value("json", &req.json)?;
-        let written = carried(async move {
-            let written = writer.create(&kind, namespace.as_deref(), object, manager.as_deref()).await?;
-            ticket.written(Written::object(&kind, &written))?;
-            Ok::<_, ApiError>(written)
-        })
-        .await??;
+        let written = write.create(kind, namespace, object, manager).await.map_err(ApiError::from)?;
         Ok(Response::new(pb::CreateObjectResponse { object: Some(written_object(&written)?) }))
     }
 
@@ -161,17 +110,8 @@ impl ObjectService for ObjectApi {
             resource_version: non_empty(req.precondition_resource_version),
             propagation,
         };
-        let (writer, ticket) =
-            self.begin(WriteVerb::Delete, &target.kind, target.namespace.as_deref(), req.lease.as_ref(), 0)?;
-        let deleted = carried(async move {
-            let deleted = writer.delete(&target, options).await?;
-            match &deleted {
-                Deleted::Gone(version) => ticket.written(Written::gone(&target, *version))?,
-                Deleted::Pending(object) => ticket.written(Written::object(&target.kind, object))?,
-            }
-            Ok::<_, ApiError>(deleted)
-        })
-        .await??;
+        let write = self.begin(WriteVerb::Delete, &target.kind, target.namespace.as_deref(), req.lease.as_ref(), 0)?;
+        let deleted = write.delete(target, options).await.map_err(ApiError::from)?;
         let reply = match deleted {
             Deleted::Gone(_) => pb::DeleteObjectResponse { gone: true, object: None },
             Deleted::Pending(object) => {

@@ -4,10 +4,11 @@ use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
 use super::bounded_text;
-use crate::freshness::{FenceError, LeaseEndedDuringWrite};
 use crate::informer::CacheReadError;
 use crate::objects::{Refusal, WriteDenied, WriteError};
 use crate::queue::QueueError;
+use crate::writes::WriteFailure;
+use crate::writes::freshness::{FenceError, LeaseEndedDuringWrite};
 
 /// The `domain` of the ErrorInfo detail carried by the API server's refusals.
 pub const KUBERNETES_ERROR_DOMAIN: &str = "k8s.io";
@@ -57,6 +58,18 @@ pub enum ApiError {
     /// A fault of the sidecar's own, not of the request.
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+impl From<WriteFailure> for ApiError {
+    fn from(err: WriteFailure) -> Self {
+        match err {
+            WriteFailure::Denied(err) => ApiError::WriteDenied(err),
+            WriteFailure::Fenced(err) => err.into(),
+            WriteFailure::Write(err) => ApiError::Write(err),
+            WriteFailure::LeaseEnded(err) => ApiError::LeaseEnded(err),
+            cut_off @ WriteFailure::CutOff(_) => ApiError::Internal(cut_off.to_string()),
+        }
+    }
 }
 
 impl From<FenceError> for ApiError {

@@ -27,13 +27,14 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status, Streaming};
 use tracing::{debug, info};
 
-use super::finalizers::{DeclaredFinalizers, lease_to_send};
+use super::convert::{self, lease_to_send};
 use super::pb::{self, work_request, work_response};
 use super::status::{ApiError, code_of};
-use super::{convert, validate};
+use super::validate;
 use crate::informer::{InformerRegistry, SharedInformer};
 use crate::queue::{FinishOutcome, Holder, Lease, LeaseLoss, LeaseToken, LostLease, QueueError};
 use crate::queue_registry::{Queue, QueueRegistry};
+use crate::writes::DeclaredFinalizers;
 
 /// Most leases one stream may hold at once.
 pub const MAX_CREDITS: u32 = 1024;
@@ -329,7 +330,7 @@ impl Session {
             let shared: Arc<str> = Arc::from(key.as_str());
             let result = match finalizers.remove(&queue, &shared, token).await {
                 Ok(outcome) => queue.finish(&*shared, token, outcome).map_err(ApiError::from),
-                Err(err) => Err(err),
+                Err(err) => Err(err.into()),
             };
             Deferred::Finished { key, token, result }
         }))

@@ -6,15 +6,16 @@ use std::time::Duration;
 use tonic::{Request, Response, Status};
 use tracing::debug;
 
-use super::finalizers::{DeclaredFinalizers, lease_to_send};
+use super::convert::{self, lease_to_send};
 use super::pb;
 use super::pb::work_queue_service_server::WorkQueueService;
 use super::status::ApiError;
+use super::validate;
 use super::work_stream::{self, WorkStream};
-use super::{convert, validate};
 use crate::informer::InformerRegistry;
 use crate::queue::{FinishOutcome, Holder, Reason, ReasonKind};
 use crate::queue_registry::{Queue, QueueRegistry};
+use crate::writes::DeclaredFinalizers;
 
 /// The handlers; one instance serves every connection.
 pub struct WorkQueueApi {
@@ -263,7 +264,7 @@ impl WorkQueueService for WorkQueueApi {
             && matches!(outcome, FinishOutcome::Success)
             && finalizers.must_remove(queue, key, token)
         {
-            outcome = finalizers.remove(queue, &Arc::from(key), token).await?;
+            outcome = finalizers.remove(queue, &Arc::from(key), token).await.map_err(ApiError::from)?;
         }
         queue.finish(key, token, outcome).map_err(ApiError::from)?;
         Ok(Response::new(pb::FinishResponse {}))

@@ -6,8 +6,9 @@
 //! - [`write_slots`]: the bound on writes out to the API server at once.
 //! - [`write_policy`]: what workers may write: the config's declared writes.
 //!
-//! Requests arrive parsed (see `grpc/object_service.rs`): the JSON is a
-//! `serde_json` value, the patch a JSON merge or JSON patch value.
+//! Requests arrive parsed (see `grpc/object_service.rs`), and every write is
+//! made through `writes`, which declares, fences, bounds and notes it: the
+//! JSON is a `serde_json` value, the patch a JSON merge or JSON patch value.
 
 mod error;
 mod finalizer;

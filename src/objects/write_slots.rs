@@ -1,7 +1,7 @@
 //! Bounds on the writes out to the API server at once, in number and in bytes of body, refused beyond them rather than queued.
 //!
 //! A write through the sidecar runs on to the API server's answer even when
-//! its caller gives up (see `grpc/carried_write.rs`), so a caller that gives
+//! its caller gives up (see `writes/carried.rs`), so a caller that gives
 //! up and retries against an API server that does not answer would pile up
 //! writes, each holding a connection, for up to the client's read timeout.
 //! The bound keeps that pile, and the sidecar's file descriptors, finite;

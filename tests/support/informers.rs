@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use kube::Client;
 use workqueue_sidecar::config::Config;
-use workqueue_sidecar::freshness::Freshness;
 use workqueue_sidecar::grpc;
 use workqueue_sidecar::informer::InformerRegistry;
 use workqueue_sidecar::objects::{ObjectWriter, WritePolicy, WriteRule};
 use workqueue_sidecar::queue::{FinishOutcome, KeyPhase, KeyStatus, Lease, ReasonKind};
 use workqueue_sidecar::queue_registry::{Queue, QueueRegistry};
 use workqueue_sidecar::server::{Listeners, serve};
+use workqueue_sidecar::writes::{Freshness, Writes};
 
 /// How long a key may take to show up on a queue after the API server accepted a change.
 pub const EVENT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -52,11 +52,11 @@ impl Sidecar {
 
     /// Writes through the sidecar as the app wires them: `writer` and the
     /// stale-read guard, which follows the caches while the sidecar lives.
-    pub fn writes(&mut self, writer: ObjectWriter) -> grpc::Writes {
+    pub fn writes(&mut self, writer: ObjectWriter) -> Writes {
         let freshness = Arc::new(Freshness::new(&self.informers, self.queues.clone()));
         self.tasks.spawn(freshness.clone().follow_caches());
         let policy = WritePolicy::new(self.writes.clone(), None);
-        grpc::Writes { writer: Arc::new(writer), freshness, finalizers: self.finalizers.clone(), policy }
+        Writes { writer: Arc::new(writer), freshness, finalizers: self.finalizers.clone(), policy }
     }
 
     /// Serves the sidecar's gRPC API on 127.0.0.1, writing with `writer` (no

@@ -10,14 +10,14 @@
 
 use std::future::Future;
 
-use super::status::ApiError;
+use super::WriteFailure;
 
 /// Runs `write` to its end on a task of its own and answers what it did; a
 /// caller that stops waiting leaves it running.
-pub async fn carried<T: Send + 'static>(write: impl Future<Output = T> + Send + 'static) -> Result<T, ApiError> {
+pub async fn carried<T: Send + 'static>(write: impl Future<Output = T> + Send + 'static) -> Result<T, WriteFailure> {
     tokio::spawn(write).await.map_err(|ended| match ended.try_into_panic() {
         Ok(panic) => std::panic::resume_unwind(panic),
         // Only a runtime shutting down cancels the task, and the caller with it.
-        Err(cancelled) => ApiError::Internal(format!("the write was cut off: {cancelled}")),
+        Err(cancelled) => WriteFailure::CutOff(cancelled.to_string()),
     })
 }

@@ -15,10 +15,9 @@ use parking_lot::Mutex;
 
 use tracing::warn;
 
-use super::carried_write::carried;
-use super::status::ApiError;
-use super::{convert, pb};
-use crate::freshness::{Freshness, LeaseRef, Written};
+use super::carried;
+use super::error::WriteFailure;
+use super::freshness::{Freshness, LeaseRef, Written};
 use crate::informer::{InformerRegistry, SharedInformer};
 use crate::objects::{FinalizerChange, KindRef, ObjectRef, ObjectWriter, WriteError};
 use crate::queue::{FinishOutcome, Lease, LeaseToken};
@@ -76,7 +75,7 @@ impl DeclaredFinalizers {
     }
 
     /// The lease was sent marked `deleting`: remembered for its Finish.
-    fn sent_deleting(&self, queue: &Queue, key: &Arc<str>, token: LeaseToken) {
+    pub fn sent_deleting(&self, queue: &Queue, key: &Arc<str>, token: LeaseToken) {
         if !self.by_queue.contains_key(&**queue.name()) {
             return;
         }
@@ -124,7 +123,12 @@ impl DeclaredFinalizers {
     /// Removes the finalizer under the lease, and says what the Finish then
     /// is: the worker's success, or a retry when the removal failed. A lease
     /// no longer current is refused (FAILED_PRECONDITION) and nothing is written.
-    pub async fn remove(&self, queue: &Queue, key: &Arc<str>, token: LeaseToken) -> Result<FinishOutcome, ApiError> {
+    pub async fn remove(
+        &self,
+        queue: &Queue,
+        key: &Arc<str>,
+        token: LeaseToken,
+    ) -> Result<FinishOutcome, WriteFailure> {
         let Some(declared) = self.by_queue.get(&**queue.name()) else { return Ok(FinishOutcome::Success) };
         let target = declared.target(key);
         match self.write(queue, key, token, &target, false, &declared.name).await {
@@ -165,38 +169,21 @@ impl DeclaredFinalizers {
     }
 }
 
-/// A lease as it is sent ([`convert::lease_for`]). One marked deleting, on a
-/// queue that declares a finalizer, is remembered: only its successful
-/// Finish removes the finalizer.
-pub fn lease_to_send(
-    finalizers: Option<&DeclaredFinalizers>,
-    queue: &Queue,
-    lease: &Lease<Arc<str>>,
-    primary: Option<&SharedInformer>,
-    include_object: bool,
-) -> pb::Lease {
-    let sent = convert::lease_for(lease, primary, include_object);
-    if let Some(finalizers) = finalizers.filter(|_| sent.deleting) {
-        finalizers.sent_deleting(queue, &lease.key, lease.token);
-    }
-    sent
-}
-
 /// Why a finalizer write under a lease did not happen.
 #[derive(Debug, thiserror::Error)]
 enum Fenced {
     /// The lease is not current: nothing was written.
     #[error(transparent)]
-    Refused(ApiError),
+    Refused(WriteFailure),
     #[error(transparent)]
     Write(WriteError),
 }
 
-impl From<Fenced> for ApiError {
+impl From<Fenced> for WriteFailure {
     fn from(err: Fenced) -> Self {
         match err {
             Fenced::Refused(err) => err,
-            Fenced::Write(err) => ApiError::Write(err),
+            Fenced::Write(err) => WriteFailure::Write(err),
         }
     }
 }
