@@ -154,7 +154,11 @@ async fn k8s_after_a_30s_outage_the_informer_should_be_back_within_seconds_and_s
     let mut stale_seen = 0.0_f64;
     while cut_at.elapsed() < OUTAGE {
         stale_seen = stale_seen.max(stale_seconds(&sidecar).await);
-        assert_eq!(sidecar.admin_get("/readyz").await.0, 200, "ready stays 200 once synced (docs/operations.md: readiness)");
+        assert_eq!(
+            sidecar.admin_get("/readyz").await.0,
+            200,
+            "ready stays 200 once synced (docs/operations.md: readiness)"
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     assert!(stale_seen >= 20.0, "the gauge showed the outage: at most {stale_seen} s in a 30 s outage");

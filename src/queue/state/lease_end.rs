@@ -300,6 +300,32 @@ impl<K: QueueKey> QueueState<K> {
     /// The one place a lease ends: bookkeeping of failures, then the key is
     /// queued again (if the outcome or a dirty add asks) or forgotten.
     pub(super) fn end_lease(&mut self, slot: Slot, end: LeaseEnd, now: Instant) {
+        let held = self.take_held(slot);
+        let how = end.kind();
+        self.tell_lease_ended(slot, &held, how, now);
+        let priority = self.entries[slot].priority;
+        let unsent_since = match &end {
+            LeaseEnd::Unsent { enqueued_at, .. } => Some(*enqueued_at),
+            _ => None,
+        };
+        // A key asked back stays queued here (parked) whatever the outcome,
+        // as when its lease was handed back: this replica may own its slot
+        // again before the new owner finished it.
+        let requeue = match self.apply_outcome(slot, end, now) {
+            None if held.asked_back => Some((ReasonSet::from(Reason::of(ReasonKind::ShutdownReturned)), now)),
+            requeue => requeue,
+        };
+        if held.unsettled || held.writing > 0 {
+            self.settle(slot, held, priority, requeue, now);
+        } else {
+            self.requeue_after_lease(slot, held.pending, priority, requeue, unsent_since, now);
+        }
+    }
+
+    /// Takes the lease of the key in `slot` off the held leases (the key is
+    /// idle until the outcome says otherwise), and counts an asked-back one
+    /// as ended.
+    fn take_held(&mut self, slot: Slot) -> HeldLease {
         let entry = &mut self.entries[slot];
         let Phase::Held(held) = std::mem::replace(&mut entry.phase, Phase::Idle) else {
             unreachable!("only held keys have leases")
@@ -310,15 +336,13 @@ impl<K: QueueKey> QueueState<K> {
             self.asked_back = self.asked_back.saturating_sub(1);
             self.asked_back_ended |= self.asked_back == 0;
         }
-        let entry = &mut self.entries[slot];
-        let how = match end {
-            LeaseEnd::Lost(ReasonKind::LeaseExpired) => LeaseEndKind::Expired,
-            LeaseEnd::Lost(_) => LeaseEndKind::Released,
-            LeaseEnd::Returned => LeaseEndKind::Returned,
-            LeaseEnd::Unsent { .. } => LeaseEndKind::Unsent,
-            LeaseEnd::Stopped => LeaseEndKind::Stopped,
-            _ => LeaseEndKind::Finished,
-        };
+        held
+    }
+
+    /// Tells whoever must hear that a lease ended: the observer, the drain's
+    /// count of leases handed back, and its holder when the holder did not
+    /// end it and may still be working.
+    fn tell_lease_ended(&mut self, slot: Slot, held: &HeldLease, how: LeaseEndKind, now: Instant) {
         self.observer.lease_ended(now.saturating_duration_since(held.granted_at), how);
         if how == LeaseEndKind::Returned {
             // A lease with a write out is worked under until the write is
@@ -328,16 +352,18 @@ impl<K: QueueKey> QueueState<K> {
             self.handed_back = self.handed_back.saturating_add(1);
         }
         if matches!(how, LeaseEndKind::Expired | LeaseEndKind::Returned) {
-            // Its holder did not end it and may still be working: tell it.
-            let lost = LostLease { key: entry.key.clone(), token: held.token, how: LeaseLoss::Ended(how) };
+            let lost = LostLease { key: self.entries[slot].key.clone(), token: held.token, how: LeaseLoss::Ended(how) };
             self.lost.push((held.holder.clone(), lost));
         }
-        let lease_priority = entry.priority;
+    }
+
+    /// What the lease's outcome does to its key's failures and error, and
+    /// when (and why) the key is to be queued again: `None` for not at all.
+    fn apply_outcome(&mut self, slot: Slot, end: LeaseEnd, now: Instant) -> Option<(ReasonSet, Instant)> {
+        let entry = &mut self.entries[slot];
         entry.reasons = ReasonSet::new();
         entry.enqueued_at = None;
-
-        let mut unsent_since = None;
-        let requeue: Option<(ReasonSet, Instant)> = match end {
+        match end {
             LeaseEnd::Done => None,
             LeaseEnd::Success => {
                 entry.failures = 0;
@@ -365,45 +391,52 @@ impl<K: QueueKey> QueueState<K> {
             }
             LeaseEnd::Returned => Some((ReasonSet::from(Reason::of(ReasonKind::ShutdownReturned)), now)),
             LeaseEnd::Stopped => Some((ReasonSet::from(Reason::of(ReasonKind::LeaseReleased)), now)),
-            LeaseEnd::Unsent { reasons, enqueued_at } => {
-                unsent_since = Some(enqueued_at);
-                Some((reasons, now))
-            }
-        };
-        // A key asked back stays queued here (parked) whatever the outcome,
-        // as when its lease was handed back: this replica may own its slot
-        // again before the new owner finished it.
-        let requeue = match requeue {
-            None if held.asked_back => Some((ReasonSet::from(Reason::of(ReasonKind::ShutdownReturned)), now)),
-            requeue => requeue,
-        };
-
-        if held.unsettled || held.writing > 0 {
-            // Writes under this lease are not in every cache yet (or not even
-            // answered): what would be queued now waits, merged, until they are.
-            let mut pending = held.pending;
-            if let Some((reasons, ready_at)) = requeue {
-                Pending::merge_into(
-                    &mut pending,
-                    Pending { priority: lease_priority, reasons, ready_at, enqueued_at: ready_at.max(now) },
-                );
-            }
-            self.entries[slot].phase = Phase::Settling { until: None, seq: 0, pending };
-            if held.writing > 0 {
-                self.settling_writes.insert(slot, (held.token, held.writing));
-            } else {
-                self.start_settle_bound(slot, now);
-            }
-            return;
+            LeaseEnd::Unsent { reasons, .. } => Some((reasons, now)),
         }
+    }
+
+    /// Writes under the ended lease are not in every cache yet (or not even
+    /// answered): what would be queued now waits, merged, until they are.
+    fn settle(
+        &mut self,
+        slot: Slot,
+        held: HeldLease,
+        priority: i32,
+        requeue: Option<(ReasonSet, Instant)>,
+        now: Instant,
+    ) {
+        let mut pending = held.pending;
+        if let Some((reasons, ready_at)) = requeue {
+            Pending::merge_into(&mut pending, Pending { priority, reasons, ready_at, enqueued_at: ready_at.max(now) });
+        }
+        self.entries[slot].phase = Phase::Settling { until: None, seq: 0, pending };
+        if held.writing > 0 {
+            self.settling_writes.insert(slot, (held.token, held.writing));
+        } else {
+            self.start_settle_bound(slot, now);
+        }
+    }
+
+    /// Queues the key again as its lease's outcome asks, and as adds made
+    /// while it was held (`pending`) ask, or forgets it when neither does.
+    /// A lease never sent keeps the queued time it took (`unsent_since`).
+    fn requeue_after_lease(
+        &mut self,
+        slot: Slot,
+        pending: Option<Box<Pending>>,
+        priority: i32,
+        requeue: Option<(ReasonSet, Instant)>,
+        unsent_since: Option<Instant>,
+        now: Instant,
+    ) {
         let requeued = requeue.is_some();
         if let Some((reasons, ready_at)) = requeue {
-            self.enqueue_slot(slot, lease_priority, reasons, ready_at, now);
+            self.enqueue_slot(slot, priority, reasons, ready_at, now);
         }
         if let Some(since) = unsent_since {
             self.entries[slot].enqueued_at = Some(since);
         }
-        if let Some(pending) = held.pending {
+        if let Some(pending) = pending {
             self.enqueue_slot(slot, pending.priority, pending.reasons, pending.ready_at, now);
             if !requeued {
                 self.entries[slot].enqueued_at = Some(pending.enqueued_at);
@@ -448,5 +481,21 @@ impl<K: QueueKey> QueueState<K> {
         Q: Hash + Eq + ?Sized,
     {
         self.slot_of(key).map_or(0, |slot| self.entries[slot].failures)
+    }
+}
+
+impl LeaseEnd {
+    /// How the lease ended, as observers and holders hear it.
+    fn kind(&self) -> LeaseEndKind {
+        match self {
+            LeaseEnd::Lost(ReasonKind::LeaseExpired) => LeaseEndKind::Expired,
+            LeaseEnd::Lost(_) => LeaseEndKind::Released,
+            LeaseEnd::Returned => LeaseEndKind::Returned,
+            LeaseEnd::Unsent { .. } => LeaseEndKind::Unsent,
+            LeaseEnd::Stopped => LeaseEndKind::Stopped,
+            LeaseEnd::Done | LeaseEnd::Success | LeaseEnd::Retry(_) | LeaseEnd::RequeueAfter(_) => {
+                LeaseEndKind::Finished
+            }
+        }
     }
 }
