@@ -21,7 +21,7 @@ use crate::admin::{self, Readiness};
 use crate::config::Config;
 use crate::grpc::{self, ShutDownRpc};
 use crate::informer::{InformerRegistry, InformerWatches, ShardWatch};
-use crate::informer::{QueueBinding, ShardBy};
+use crate::informer::{InformerSpec, QueueBinding, ShardBy};
 use crate::metrics::{self, Metrics};
 use crate::objects::{ObjectWriter, WritePolicy};
 use crate::queue_registry::QueueRegistry;
@@ -102,13 +102,7 @@ impl Sidecar {
             limits,
         } = options;
         let metrics = Metrics::new();
-        for informer in config.informers.iter().filter(|i| i.is_sensitive() && i.serves_cache_reads()) {
-            warn!(
-                informer = %informer.name,
-                kind = %informer.kind,
-                "this informer's objects hold credentials, and cache_reads: true serves them to every client of the sidecar"
-            );
-        }
+        warn_of_credentials_served(&config.informers);
         let bindings: Vec<_> = config.queues.iter().map(|q| (q.name.clone(), q.binding.clone())).collect();
         let finalizers =
             bindings.iter().filter_map(|(queue, binding)| Some((queue.clone(), binding.finalizer.clone()?))).collect();
@@ -131,29 +125,13 @@ impl Sidecar {
         let (informers, mut watches, writer) = match kube.clone().filter(|_| !config.informers.is_empty()) {
             None => (InformerRegistry::empty(), InformerWatches::none(), None),
             Some(client) => {
-                let bindings = bindings.iter().map(|(name, binding)| (name.as_str(), binding));
-                let writer = ObjectWriter::new(client.clone(), config.field_manager.clone());
-                let (informers, watches) = InformerRegistry::build(client, &config.informers, &queues, bindings)
-                    .await
-                    .context("resolving the informers")?;
-                (informers, watches, Some(Arc::new(writer)))
+                build_informers(client, &config.informers, &config.field_manager, &queues, &bindings).await?
             }
         };
         let informers = Arc::new(informers);
         metrics.register_informers(informers.all());
         let membership = shard_queues(&bindings, &queues, &informers, sharding, kube.as_ref())?;
-        let membership = match membership {
-            Some(membership) => {
-                queues.follow_shard_view(membership.view());
-                let (owned, owned_rx) = watch::channel(None);
-                watches.shard(ShardWatch { owned: owned_rx });
-                Some((membership, owned))
-            }
-            None if watches.has_sharded() => {
-                anyhow::bail!("informers set shard_by, but no queue does: shard the queues they feed")
-            }
-            None => None,
-        };
+        let membership = follow_membership(membership, &queues, &mut watches)?;
         let election = match election {
             Some(settings) => Some((settings, kube.clone().context("an election needs a Kubernetes client")?)),
             None => None,
@@ -168,12 +146,7 @@ impl Sidecar {
         let tls = tls.map(|files| ServingTls::watch(files, metrics.tls_reloads.clone())).transpose()?;
         let listeners =
             Listeners::bind_with(tcp, unix.as_deref(), exposure, tls).await?.within(limits, metrics.server.clone());
-        let admin = match admin {
-            Some(address) => {
-                Some(server::bind_admin(address, exposure.allow_remote).await.context("the admin port (--admin)")?)
-            }
-            None => None,
-        };
+        let admin = bind_admin(admin, exposure).await?;
         Ok(Sidecar {
             queues,
             informers,
@@ -265,30 +238,9 @@ impl Sidecar {
                 tasks.step(task.name, task.future);
             }
         }
-        // Only a leader or a shard member waits at its stop for the leases its
-        // drain handed back, and never longer than a term: every lease it
-        // grants ends with the term.
-        let handed_back_wait_at_most = [
-            election.as_ref().map(|(settings, _)| settings.renew_deadline),
-            membership.as_ref().map(|(membership, _)| membership.renew_deadline()),
-        ]
-        .into_iter()
-        .flatten()
-        .max()
-        .unwrap_or(Duration::ZERO);
+        let handed_back_wait_at_most = handed_back_wait_at_most(election.as_ref(), membership.as_ref());
         follow_election(&mut tasks, election, &queues, &metrics, stop_rx.clone());
-        if let Some((membership, owned)) = membership {
-            let (events_tx, events) = mpsc::unbounded_channel();
-            let (leases_ended, leases_ended_rx) = mpsc::unbounded_channel();
-            let follow = follow_shards(queues.sharded(), owned, events, leases_ended, metrics.shards.clone());
-            let stopped = stop_rx.clone();
-            // One task: the queues must answer the membership's last revoke
-            // while it leaves, after the stop.
-            tasks.service("shard membership", async move {
-                tokio::join!(membership.run(events_tx, leases_ended_rx, stopped), follow);
-                Ok(())
-            });
-        }
+        follow_membership_events(&mut tasks, membership, &queues, &metrics, stop_rx);
         info!(queues = ?queues.names(), informers = ?informers.names(), "workqueue-sidecar started");
 
         let failure = tokio::select! {
@@ -303,25 +255,134 @@ impl Sidecar {
         };
         readiness.shutting_down();
         grpc::set_not_serving(&api.health).await;
-        for (queue, report) in queues.drain_all(grace_period).await {
-            info!(%queue, finished = report.finished, returned = report.returned, "queue drained");
-        }
-        // Servers close, streams end once their leases are gone, and a leader
-        // or shard member gives its Lease or slots up, so another replica
-        // takes over at once; or, if the drain handed leases back, once they
-        // are past their deadlines (given that long on top). A client that
-        // keeps a connection open must not keep the process alive.
-        let _ = stop_tx.send(true);
-        let handed_back_wait = queues
-            .handed_back_until()
-            .map_or(Duration::ZERO, |until| until.saturating_duration_since(tokio::time::Instant::now()))
-            .min(handed_back_wait_at_most);
-        let stopped = tasks.finish(CLOSE_CONNECTIONS_WITHIN + handed_back_wait).await;
+        let stopped = stop(tasks, &queues, grace_period, stop_tx, handed_back_wait_at_most).await;
         info!("stopped");
         match failure {
             Some(failure) => Err(failure),
             None => stopped,
         }
+    }
+}
+
+/// Drains the queues within `grace_period`, then stops every task. Servers
+/// close, streams end once their leases are gone, and a leader or shard
+/// member gives its Lease or slots up, so another replica takes over at
+/// once; or, if the drain handed leases back, once they are past their
+/// deadlines (given that long on top, at most `handed_back_wait_at_most`).
+/// A client that keeps a connection open must not keep the process alive.
+async fn stop(
+    tasks: Tasks,
+    queues: &QueueRegistry,
+    grace_period: Duration,
+    stop_tx: watch::Sender<bool>,
+    handed_back_wait_at_most: Duration,
+) -> anyhow::Result<()> {
+    for (queue, report) in queues.drain_all(grace_period).await {
+        info!(%queue, finished = report.finished, returned = report.returned, "queue drained");
+    }
+    let _ = stop_tx.send(true);
+    let handed_back_wait = queues
+        .handed_back_until()
+        .map_or(Duration::ZERO, |until| until.saturating_duration_since(tokio::time::Instant::now()))
+        .min(handed_back_wait_at_most);
+    tasks.finish(CLOSE_CONNECTIONS_WITHIN + handed_back_wait).await
+}
+
+/// How long a stop waits, at most, for the leases its drain handed back:
+/// only a leader or a shard member waits, and never longer than a term,
+/// since every lease it grants ends with the term.
+fn handed_back_wait_at_most(
+    election: Option<&(ElectionSettings, kube::Client)>,
+    membership: Option<&(Membership, watch::Sender<Option<SlotSet>>)>,
+) -> Duration {
+    [
+        election.map(|(settings, _)| settings.renew_deadline),
+        membership.map(|(membership, _)| membership.renew_deadline()),
+    ]
+    .into_iter()
+    .flatten()
+    .max()
+    .unwrap_or(Duration::ZERO)
+}
+
+/// With a shard membership, runs it as a service and applies its events to
+/// the sharded queues and informers.
+fn follow_membership_events(
+    tasks: &mut Tasks,
+    membership: Option<(Membership, watch::Sender<Option<SlotSet>>)>,
+    queues: &QueueRegistry,
+    metrics: &Metrics,
+    stopped: watch::Receiver<bool>,
+) {
+    let Some((membership, owned)) = membership else { return };
+    let (events_tx, events) = mpsc::unbounded_channel();
+    let (leases_ended, leases_ended_rx) = mpsc::unbounded_channel();
+    let follow = follow_shards(queues.sharded(), owned, events, leases_ended, metrics.shards.clone());
+    // One task: the queues must answer the membership's last revoke while
+    // it leaves, after the stop.
+    tasks.service("shard membership", async move {
+        tokio::join!(membership.run(events_tx, leases_ended_rx, stopped), follow);
+        Ok(())
+    });
+}
+
+/// Warns of each informer whose objects hold credentials (Secrets) and
+/// that serves them to clients.
+fn warn_of_credentials_served(informers: &[InformerSpec]) {
+    for informer in informers.iter().filter(|i| i.is_sensitive() && i.serves_cache_reads()) {
+        warn!(
+            informer = %informer.name,
+            kind = %informer.kind,
+            "this informer's objects hold credentials, and cache_reads: true serves them to every client of the sidecar"
+        );
+    }
+}
+
+/// The informers of `specs` (resolved through discovery, their watches not
+/// started yet), and the writer of writes through the sidecar.
+async fn build_informers(
+    client: kube::Client,
+    specs: &[InformerSpec],
+    field_manager: &str,
+    queues: &QueueRegistry,
+    bindings: &[(String, QueueBinding)],
+) -> anyhow::Result<(InformerRegistry, InformerWatches, Option<Arc<ObjectWriter>>)> {
+    let bindings = bindings.iter().map(|(name, binding)| (name.as_str(), binding));
+    let writer = ObjectWriter::new(client.clone(), field_manager.to_owned());
+    let (informers, watches) =
+        InformerRegistry::build(client, specs, queues, bindings).await.context("resolving the informers")?;
+    Ok((informers, watches, Some(Arc::new(writer))))
+}
+
+/// With a shard membership, the queues follow its view and the sharded
+/// informers the slots it owns (sent on the returned sender); informers
+/// sharded without any sharded queue are refused.
+fn follow_membership(
+    membership: Option<Membership>,
+    queues: &QueueRegistry,
+    watches: &mut InformerWatches,
+) -> anyhow::Result<Option<(Membership, watch::Sender<Option<SlotSet>>)>> {
+    match membership {
+        Some(membership) => {
+            queues.follow_shard_view(membership.view());
+            let (owned, owned_rx) = watch::channel(None);
+            watches.shard(ShardWatch { owned: owned_rx });
+            Ok(Some((membership, owned)))
+        }
+        None if watches.has_sharded() => {
+            anyhow::bail!("informers set shard_by, but no queue does: shard the queues they feed")
+        }
+        None => Ok(None),
+    }
+}
+
+/// The admin port, when one is asked for.
+async fn bind_admin(admin: Option<SocketAddr>, exposure: Exposure) -> anyhow::Result<Option<TcpListener>> {
+    match admin {
+        Some(address) => {
+            Ok(Some(server::bind_admin(address, exposure.allow_remote).await.context("the admin port (--admin)")?))
+        }
+        None => Ok(None),
     }
 }
 
