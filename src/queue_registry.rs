@@ -77,8 +77,8 @@ impl QueueRegistry {
     /// replica that runs an election hands out nothing before it leads.
     /// Sharded queues follow their shard slots instead.
     pub fn follow_election(&self) {
-        for queue in self.queues.values().filter(|queue| !queue.is_sharded()) {
-            queue.set_hold(NOT_LEADER, true);
+        for queue in self.queues.values().filter(|queue| !queue.shards().is_sharded()) {
+            queue.term().set_hold(NOT_LEADER, true);
         }
     }
 
@@ -94,14 +94,14 @@ impl QueueRegistry {
 
     /// The latest deadline of the leases any queue handed back itself: until
     /// then a worker that was not listening may still work on its key, so no
-    /// other replica may be let grant it (`WorkQueue::handed_back_until`).
+    /// other replica may be let grant it (`Holders::handed_back_until`).
     pub fn handed_back_until(&self) -> Option<Instant> {
-        self.queues.values().filter_map(Queue::handed_back_until).max()
+        self.queues.values().filter_map(|queue| queue.holders().handed_back_until()).max()
     }
 
     /// The queues whose keys replicas share by shard slot.
     pub fn sharded(&self) -> Vec<Queue> {
-        self.names.iter().map(|name| self.queues[name].clone()).filter(Queue::is_sharded).collect()
+        self.names.iter().map(|name| self.queues[name].clone()).filter(|queue| queue.shards().is_sharded()).collect()
     }
 
     /// Applies a change of leadership to every queue: a leader grants leases
@@ -114,16 +114,16 @@ impl QueueRegistry {
         };
         for name in &self.names {
             let queue = &self.queues[name];
-            if queue.is_sharded() {
+            if queue.shards().is_sharded() {
                 continue;
             }
             // One step of the queue each: were the bound and the hold set
             // apart, a worker asking in between would be granted a lease of
             // the full time to live, past the term.
             match term_ends {
-                Some(until) => queue.open_term(NOT_LEADER, until),
+                Some(until) => queue.term().open(NOT_LEADER, until),
                 None => {
-                    let revoked = queue.close_term(NOT_LEADER);
+                    let revoked = queue.term().close(NOT_LEADER);
                     if revoked > 0 {
                         warn!(%name, revoked, "not the leader: held leases revoked, their keys stay queued here");
                     }

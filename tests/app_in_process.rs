@@ -92,7 +92,7 @@ async fn a_replica_that_elects_should_hand_out_nothing_from_the_moment_it_is_bou
     let options = Options { kubeconfig: Some(kubeconfig.clone()), election: Some(election), ..standalone() };
     let sidecar = Sidecar::bind(options).await.expect("binds without reaching the API server");
     let queue = sidecar.queues().get("default").expect("the standalone queue").clone();
-    assert_eq!(queue.holds(), ["not the leader"], "held before anything serves");
+    assert_eq!(queue.term().holds(), ["not the leader"], "held before anything serves");
 
     let (address, shutdown_tx, running) = run_until_told(sidecar);
     let mut client = WorkQueueServiceClient::connect(format!("http://{address}")).await.unwrap();

@@ -287,7 +287,7 @@ async fn run(fault: Fault) {
     let informer = sidecar.informers.get("cms").unwrap().clone();
     let q = sidecar.queue("q");
     wait_until("initial list queued, queue open", RECOVERY_TIMEOUT, || {
-        q.len() == initial.len() && q.holds().is_empty()
+        q.len() == initial.len() && q.term().holds().is_empty()
     })
     .await;
     let initial_leases = take_all(q);

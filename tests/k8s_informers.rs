@@ -389,7 +389,7 @@ async fn k8s_an_informer_fed_queue_should_be_held_from_the_moment_the_sidecar_is
     let options = support::app_options::loopback(config, Some(control_plane::kubeconfig_path()));
     let app = App::bind(options).await.unwrap_or_else(|e| panic!("{e:#}"));
     let q = app.queues().get("q").expect("queue q").clone();
-    assert_eq!(q.holds(), ["caches syncing"], "held before anything serves");
+    assert_eq!(q.term().holds(), ["caches syncing"], "held before anything serves");
     drop(app);
     ns.delete().await;
 }

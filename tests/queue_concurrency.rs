@@ -93,7 +93,7 @@ async fn concurrent_producers_and_workers_should_keep_every_invariant() {
                     if n.is_multiple_of(97) {
                         // This worker "crashes": its leases are released, and its
                         // late Done must be refused.
-                        queue.release_holder(&holder);
+                        queue.holders().release(&holder);
                         match queue.done(&key, lease.token) {
                             Err(QueueError::StaleToken { .. }) => stale_rejections += 1,
                             other => panic!("a released lease's token must be stale, got {other:?}"),

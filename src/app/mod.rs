@@ -414,7 +414,7 @@ fn shard_queues(
     for (name, by, primary) in sharded {
         let queue = queues.get(name).expect("every configured queue exists");
         let primary = informers.get(primary).expect("a queue's primary informer exists").clone();
-        let fresh = queue.shard_keys_by(shard_of(by, primary));
+        let fresh = queue.shards().keys_by(shard_of(by, primary));
         debug_assert!(fresh, "each queue is sharded once");
     }
     let client = kube.context("a shard group needs a Kubernetes client")?.clone();

@@ -76,7 +76,7 @@ struct ReleaseOnDrop {
 
 impl Drop for ReleaseOnDrop {
     fn drop(&mut self) {
-        let released = self.queue.release_holder(&self.holder);
+        let released = self.queue.holders().release(&self.holder);
         if released > 0 {
             info!(queue = %self.queue.name(), holder = %self.holder, released, "stream ended: leases returned to the queue");
         }
@@ -216,7 +216,7 @@ impl Session {
         let (tx, queue, holder, ttl) = (self.tx.clone(), self.queue.clone(), self.holder.clone(), self.ttl);
         let mut deferred = DeferredSteps::new();
         // Watched before the first lease is taken, so no loss goes unheard.
-        let mut lost = queue.watch_lost_leases(&holder);
+        let mut lost = queue.holders().watch_lost(&holder);
         loop {
             if shutting_down && self.held.values().all(|lease| lease.ended) {
                 return Err(Status::unavailable("the queue is shutting down"));
@@ -230,7 +230,7 @@ impl Session {
                     // for while it stopped) or gave up at its stop timeout:
                     // back to the queue at once, and not a failure of the key.
                     Ok(None) => {
-                        let returned = self.queue.return_holder(&self.holder);
+                        let returned = self.queue.holders().return_stopped(&self.holder);
                         if returned > 0 {
                             info!(queue = %self.queue.name(), holder = %self.holder, returned, "worker stopped: the leases it still held returned to the queue, no failure counted");
                         }
@@ -253,7 +253,7 @@ impl Session {
                 // Heard even while the window is full and no Get is pending.
                 _ = queue.closing(), if !shutting_down => {
                     shutting_down = true;
-                    if self.queue.cancel_requested() {
+                    if self.queue.holders().cancel_requested() {
                         self.cancel_all("the queue is shutting down").await?;
                     }
                 },

@@ -180,7 +180,7 @@ impl WorkQueueService for WorkQueueApi {
             if !answer.has_room_for(&sent) {
                 // The client could not read a larger answer, and a lease it
                 // never reads is lost to it: this one and the rest go back.
-                let unsent = std::iter::once(lease).chain(leases).map(|lease| queue.hand_back_unsent(lease));
+                let unsent = std::iter::once(lease).chain(leases).map(|lease| queue.holders().hand_back_unsent(lease));
                 let handed_back = unsent.filter(Result::is_ok).count();
                 debug!(queue = %req.queue, handed_back, "Get answer full: leases handed back unsent");
                 break;
@@ -275,12 +275,12 @@ impl WorkQueueService for WorkQueueApi {
         let queue = self.queue(&req.queue)?;
         let key = validate::key("key", &req.key)?;
         let mut state = convert::key_state(queue.key_status(key));
-        state.shard = queue.shard_slot_of(&Arc::from(key)).map(|slot| pb::ShardPlace {
+        state.shard = queue.shards().slot_of(&Arc::from(key)).map(|slot| pb::ShardPlace {
             slot: slot.and_then(|slot| u32::try_from(slot.index()).ok()),
             owner: slot
                 .and_then(|slot| self.queues.shard_view()?.owner(slot))
                 .map_or_else(String::new, |owner| owner.to_string()),
-            granted_here: slot.is_some_and(|slot| queue.owns_shard(slot)),
+            granted_here: slot.is_some_and(|slot| queue.shards().owns(slot)),
         });
         Ok(Response::new(state))
     }

@@ -110,7 +110,7 @@ impl InformerRegistry {
             let informers = registry.subscribe(&mut writers, queue, binding)?;
             // Held from here, before any listener serves: a key added before
             // the caches synced must not be handed out against an empty cache.
-            queue.set_hold(CACHES_SYNCING, true);
+            queue.term().set_hold(CACHES_SYNCING, true);
             watches.gated.push((queue.clone(), informers));
         }
         watches.writers = registry.names.iter().filter_map(|name| writers.remove(name)).collect();
@@ -253,7 +253,7 @@ impl InformerWatches {
                         let mut synced = informer.synced_watch();
                         let _ = synced.wait_for(|s| *s).await;
                     }
-                    queue.set_hold(CACHES_SYNCING, false);
+                    queue.term().set_hold(CACHES_SYNCING, false);
                     info!(queue = %queue.name(), "informers synced; queue hands out keys");
                 }
                 .boxed(),

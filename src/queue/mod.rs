@@ -45,7 +45,7 @@ pub use settings::{DEFAULT_MAX_KEYS, DEFAULT_MAX_MEMORY, KEY_ENTRY_BYTES, QueueS
 pub use settings_error::SettingsError;
 pub use state::{AddOutcome, ShardsChanged};
 pub use time::MAX_DURATION;
-pub use workqueue::{DrainReport, ShardOf, WorkQueue};
+pub use workqueue::{DrainReport, Holders, LeaseWrites, ShardOf, Shards, Term, WorkQueue};
 
 /// Priority of watch events: the fast lane.
 pub const PRIORITY_FAST: i32 = 0;

@@ -56,7 +56,7 @@ pub async fn follow_shards(
     let mut owned = SlotSet::EMPTY;
     let apply = |owned: &SlotSet| {
         let changed =
-            queues.iter().map(|queue| queue.set_owned_shards(*owned)).fold(ShardsChanged::default(), |a, b| a + b);
+            queues.iter().map(|queue| queue.shards().set_owned(*owned)).fold(ShardsChanged::default(), |a, b| a + b);
         metrics.slots_owned.set(owned.len() as i64);
         owned_slots.send_if_modified(|listed| {
             let changed = *listed != Some(*owned);
@@ -87,7 +87,7 @@ pub async fn follow_shards(
                 if let Some(grant) = grant {
                     // The term first: a slot granted now must not outlive it.
                     for queue in &queues {
-                        queue.set_grant_until(grant.until);
+                        queue.term().set_grant_until(grant.until);
                     }
                 }
                 owned = grant.map_or(SlotSet::EMPTY, |grant| grant.slots);
@@ -127,9 +127,9 @@ pub async fn follow_shards(
 /// are past their deadlines: until then their workers may still work.
 async fn asked_back_ended(queues: &[Queue]) {
     for queue in queues {
-        queue.asked_back_ended().await;
+        queue.shards().asked_back_ended().await;
     }
-    if let Some(until) = queues.iter().filter_map(Queue::handed_back_until).max() {
+    if let Some(until) = queues.iter().filter_map(|queue| queue.holders().handed_back_until()).max() {
         tokio::time::sleep_until(until).await;
     }
 }

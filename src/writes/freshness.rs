@@ -175,7 +175,7 @@ impl Freshness {
             Some(LeaseRef { queue, key, token }) => {
                 let q = self.queues.get(&queue).ok_or_else(|| FenceError::UnknownQueue(queue.to_string()))?;
                 let mut ledger = self.ledger.lock();
-                q.begin_write(&*key, token)?;
+                q.writes().begin(&*key, token)?;
                 *ledger.by_key.entry((queue.clone(), key.clone())).or_default() += 1;
                 Some(LeaseRef { queue, key, token })
             }
@@ -257,7 +257,7 @@ impl Freshness {
         if left == Some(0) {
             ledger.by_key.remove(&lease);
             if let Some(queue) = self.queues.get(&lease.0) {
-                queue.settled(&*lease.1);
+                queue.writes().settled(&*lease.1);
             }
         }
     }
@@ -265,7 +265,7 @@ impl Freshness {
     /// The write under `lease` is answered or given up: the queue may let
     /// the lease end now. Whether the lease was held all along.
     fn end_write(&self, lease: &LeaseRef) -> bool {
-        self.queues.get(&lease.queue).is_some_and(|q| q.end_write(&*lease.key, lease.token))
+        self.queues.get(&lease.queue).is_some_and(|q| q.writes().end(&*lease.key, lease.token))
     }
 
     /// What each cache must see of a write, leaving out what it has seen.
@@ -346,7 +346,8 @@ impl WriteTicket {
             }
             return fenced;
         }
-        let settle = lease.as_ref().and_then(|(queue, _)| freshness.queues.get(queue)).map(|q| q.settle_timeout());
+        let settle =
+            lease.as_ref().and_then(|(queue, _)| freshness.queues.get(queue)).map(|q| q.writes().settle_timeout());
         let bound = settle.map_or(READ_BOUND, |settle| settle.max(READ_BOUND));
         ledger.insert(PendingWrite { expects, lease, at: Instant::now(), bound });
         freshness.pending.store(ledger.writes.len(), Ordering::Release);

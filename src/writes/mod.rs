@@ -7,7 +7,7 @@
 //!    body is parsed. The sidecar's own finalizer writes need no declaration.
 //! 2. **Fenced** ([`freshness::Freshness::begin`]): a write under a lease is
 //!    refused unless the lease is current, and from then on the lease does
-//!    not expire before the write is answered (`WorkQueue::begin_write`).
+//!    not expire before the write is answered (`WorkQueue::writes().begin`).
 //! 3. **Bounded** (`objects::ObjectWriter::reserve_body`): the bytes of
 //!    write bodies out to the API server are reserved before the body is
 //!    parsed, and held until its answer.

@@ -4,6 +4,23 @@
 //! that wakes workers waiting in `get`, and one background timer task that
 //! makes delayed keys ready and expires leases at their deadlines. The timer
 //! task holds only a weak reference and ends when the last handle is dropped.
+//!
+//! `WorkQueue` itself has client-go's operations and this queue's own
+//! (priorities, leases, introspection); what the sidecar around it needs
+//! goes through a handle each: [`WorkQueue::shards`] (which slots it grants
+//! from), [`WorkQueue::term`] (holds and the term's bound),
+//! [`WorkQueue::writes`] (writes under a lease and the settling after them)
+//! and [`WorkQueue::holders`] (whole holders' leases, and losses told).
+
+mod holders;
+mod shards;
+mod term;
+mod writes;
+
+pub use holders::Holders;
+pub use shards::Shards;
+pub use term::Term;
+pub use writes::LeaseWrites;
 
 use std::borrow::Borrow;
 use std::hash::Hash;
@@ -19,14 +36,14 @@ use super::error::QueueError;
 use super::introspect::{KeyStatus, QueueCounts};
 use super::key::QueueKey;
 use super::lease::{FinishOutcome, Holder, Lease, LeaseRenewal, LeaseToken};
-use super::lost_leases::{LostLeaseWatchers, LostLeases};
+use super::lost_leases::LostLeaseWatchers;
 use super::observer::{NoObserver, QueueObserver};
 use super::reason::Reason;
 use super::settings::QueueSettings;
 use super::settings_error::SettingsError;
-use super::state::{AddOutcome, QueueState, ShardsChanged};
+use super::state::{AddOutcome, QueueState};
 use super::time;
-use crate::shard::{Slot as ShardSlot, SlotSet};
+use crate::shard::Slot as ShardSlot;
 
 /// The shard slot a key falls in, for a sharded queue (`None`: not known,
 /// so the key is not granted). Called outside the queue's lock on every add.
@@ -125,11 +142,6 @@ impl<K: QueueKey + Send + 'static> WorkQueue<K> {
         self.shared.state.lock().settings().clone()
     }
 
-    /// How long a key may settle after a lease whose writes the caches have not seen.
-    pub fn settle_timeout(&self) -> Duration {
-        self.shared.state.lock().settings().settle_timeout
-    }
-
     /// `Add`: the key is ready now, at `priority` (never lowering a queued key's).
     pub fn add(&self, key: K, priority: i32, reason: Reason) -> Result<AddOutcome, QueueError> {
         let shards = self.shards_of(std::slice::from_ref(&key));
@@ -181,67 +193,6 @@ impl<K: QueueKey + Send + 'static> WorkQueue<K> {
             let added = state.add_rate_limited_all(keys, priority, reason, now);
             placed(state, shards, added)
         })
-    }
-
-    /// Shards the queue: `shard_of` names each key's slot from now on, and
-    /// nothing is granted until `set_owned_shards` says which slots are
-    /// owned. Keys already queued have no slot until they are added again.
-    /// Set once: whether this call sharded it (false: it already was).
-    #[must_use]
-    pub fn shard_keys_by(&self, shard_of: ShardOf<K>) -> bool {
-        if self.shared.shard_of.set(shard_of).is_err() {
-            return false;
-        }
-        self.with_state(|state, _| state.set_owned_shards(Some(SlotSet::EMPTY)));
-        true
-    }
-
-    /// Grants only keys in `owned` from now on. Parked keys of slots gained
-    /// go back to their lanes; leases of keys in slots lost are asked back
-    /// (their holders are told to stop; no Extend moves their deadlines; they
-    /// end as leases do), and `asked_back_ended` says when none is left. Only
-    /// for a queue sharded with `shard_keys_by`.
-    pub fn set_owned_shards(&self, owned: SlotSet) -> ShardsChanged {
-        debug_assert!(self.shared.shard_of.get().is_some(), "set_owned_shards on a queue that is not sharded");
-        self.with_state(|state, _| state.set_owned_shards(Some(owned)))
-    }
-
-    /// The latest deadline of the leases this queue handed back itself (the
-    /// end of a drain, a term closed): their workers were told, but one that
-    /// does not listen may work on until then, so another replica must not
-    /// grant those keys before it. `None` if it never handed one back.
-    pub fn handed_back_until(&self) -> Option<Instant> {
-        self.shared.state.lock().handed_back_until()
-    }
-
-    /// Resolves once no lease asked back by `set_owned_shards` is held (at
-    /// once if none is). Cancel-safe.
-    pub async fn asked_back_ended(&self) {
-        loop {
-            let ended = self.shared.asked_back_ended.notified();
-            tokio::pin!(ended);
-            ended.as_mut().enable();
-            if self.with_state(|state, _| state.asked_back()) == 0 {
-                return;
-            }
-            ended.await;
-        }
-    }
-
-    /// The shard slot of `key` for a sharded queue (`Some(None)`: not known),
-    /// `None` when the queue is not sharded.
-    pub fn shard_slot_of(&self, key: &K) -> Option<Option<ShardSlot>> {
-        self.shared.shard_of.get().map(|shard_of| shard_of(key))
-    }
-
-    /// Whether this queue grants keys of `slot` now.
-    pub fn owns_shard(&self, slot: ShardSlot) -> bool {
-        self.shared.state.lock().owns_shard(slot)
-    }
-
-    /// Whether `shard_keys_by` sharded the queue.
-    pub fn is_sharded(&self) -> bool {
-        self.shared.shard_of.get().is_some()
     }
 
     /// Each key with its shard slot, when the queue is sharded.
@@ -362,15 +313,6 @@ impl<K: QueueKey + Send + 'static> WorkQueue<K> {
         })
     }
 
-    /// Ends `lease`, which never reached its holder (the answer it was to go
-    /// in had no room for it): its key is queued again at once as it was
-    /// (priority, reasons, queued time), with no failure counted.
-    pub fn hand_back_unsent(&self, lease: Lease<K>) -> Result<(), QueueError> {
-        self.with_state(|state, now| {
-            state.hand_back_unsent(&lease.key, lease.token, lease.reasons, lease.enqueued_at, now)
-        })
-    }
-
     /// `Extend`: pushes the lease's deadline to now plus `ttl` (or the default).
     pub fn extend<Q>(&self, key: &Q, token: LeaseToken, ttl: Option<Duration>) -> Result<LeaseRenewal, QueueError>
     where
@@ -378,49 +320,6 @@ impl<K: QueueKey + Send + 'static> WorkQueue<K> {
         Q: Hash + Eq + ?Sized,
     {
         self.with_state(|state, now| state.extend(key, token, ttl, now))
-    }
-
-    /// The holder of `key`'s lease `token` sends a write through the
-    /// sidecar: when the lease ends the key settles until
-    /// [`WorkQueue::settled`] (or the queue's `settle_timeout`), and the lease
-    /// does not expire before [`WorkQueue::end_write`]. Refused with
-    /// `StaleToken` when the lease is not current, so a write under a lost
-    /// lease is never made.
-    pub fn begin_write<Q>(&self, key: &Q, token: LeaseToken) -> Result<(), QueueError>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        self.with_state(|state, _| state.begin_write(key, token))
-    }
-
-    /// The write begun under `key`'s lease `token` was answered, or given
-    /// up. Whether the lease was held all along: `false` when it ended while
-    /// the write was out (the term ended, the queue handed it back), and
-    /// another worker may hold the key by now.
-    pub fn end_write<Q>(&self, key: &Q, token: LeaseToken) -> bool
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        self.with_state(|state, now| state.end_write(key, token, now))
-    }
-
-    /// The caches have seen every write made under `key`'s leases: a settling
-    /// key goes on at once. Whether it was settling.
-    pub fn settled<Q>(&self, key: &Q) -> bool
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        self.with_state(|state, now| state.settled(key, now))
-    }
-
-    /// Tells `holder` of each of its leases that ends without its Done or
-    /// Finish (expired, handed back), until the returned value is dropped.
-    /// Watch before taking leases: a lease lost earlier is not told.
-    pub fn watch_lost_leases(&self, holder: &Holder) -> LostLeases<K> {
-        LostLeases::new(holder.clone(), &self.shared.lost_lease_watchers)
     }
 
     /// Whether `token` is still the current lease of `key` (it has not ended,
@@ -431,24 +330,6 @@ impl<K: QueueKey + Send + 'static> WorkQueue<K> {
         Q: Hash + Eq + ?Sized,
     {
         self.with_state(|state, _| state.is_current(key, token))
-    }
-
-    /// Whether holders were asked to stop working (a shutdown without drain).
-    pub fn cancel_requested(&self) -> bool {
-        self.shared.state.lock().cancel_requested()
-    }
-
-    /// Returns every lease of `holder` to the queue at once (its worker went
-    /// away), counted as failures so a crash-looping key backs off.
-    pub fn release_holder(&self, holder: &Holder) -> usize {
-        self.with_state(|state, now| state.release_holder(holder, now))
-    }
-
-    /// Returns every lease of `holder` to the queue at once without counting
-    /// a failure: its worker stopped cleanly (half-closed its stream), and
-    /// what it still held it never started or gave up when stopping.
-    pub fn return_holder(&self, holder: &Holder) -> usize {
-        self.with_state(|state, now| state.return_holder(holder, now))
     }
 
     /// `Forget`: clears the key's failures.
@@ -493,51 +374,6 @@ impl<K: QueueKey + Send + 'static> WorkQueue<K> {
         Q: Hash + Eq + ?Sized,
     {
         self.with_state(|state, _| state.key_status(key))
-    }
-
-    /// Puts a named hold on granting (`held = true`) or lifts it. While any
-    /// hold is on, keys are accepted, merged and timed as usual but none is
-    /// handed out, and `get` waits; held leases are not affected. The sidecar
-    /// holds a queue while its caches sync and while it is not the leader.
-    pub fn set_hold(&self, hold: &'static str, held: bool) {
-        self.with_state(|state, _| state.set_hold(hold, held));
-    }
-
-    /// From `until` on, nothing is granted, and no lease (granted or
-    /// extended) lasts past it. Shard terms set it at every renewal, so a
-    /// replica that froze and wakes up grants nothing before it learns it
-    /// lost its slots. Once set, a queue is never unbounded again.
-    pub fn set_grant_until(&self, until: Instant) {
-        self.with_state(|state, now| state.set_grant_until(until, now));
-    }
-
-    /// Starts or renews a term, in one step under the lock: from now until
-    /// `until` keys are granted, no lease outlasts it, and `hold` is lifted.
-    /// The bound is in place before the hold lifts, so no waiter that wakes
-    /// in between can be granted past it.
-    pub fn open_term(&self, hold: &'static str, until: Instant) {
-        self.with_state(|state, now| {
-            state.set_grant_until(until, now);
-            state.set_hold(hold, false);
-        });
-    }
-
-    /// Ends the term now, in one step under the lock: `hold` goes on, the
-    /// bound moves to now (never later), and every held key is handed back
-    /// without counting a failure; their tokens turn stale. How many were
-    /// held. No instant between the steps lets a lease be granted or
-    /// extended without the bound.
-    pub fn close_term(&self, hold: &'static str) -> usize {
-        self.with_state(|state, now| {
-            state.set_hold(hold, true);
-            state.cut_grant_until(now);
-            state.return_all_held(now)
-        })
-    }
-
-    /// The holds on granting now; empty while keys are handed out.
-    pub fn holds(&self) -> Vec<&'static str> {
-        self.shared.state.lock().holds()
     }
 
     /// `ShuttingDown`.
@@ -713,5 +549,4 @@ async fn run_timer<K: QueueKey>(shared: Weak<Shared<K>>, wake: Arc<Notify>) {
 }
 
 #[cfg(test)]
-#[path = "workqueue_tests.rs"]
 mod tests;

@@ -8,7 +8,7 @@ use tokio::time::{Instant, advance};
 use tokio_test::{assert_pending, assert_ready, task};
 
 use super::*;
-use crate::queue::{KeyPhase, LeaseLoss, RateLimiterSpec, ReasonKind, key_cost};
+use crate::queue::{KeyPhase, LeaseLoss, LostLeases, RateLimiterSpec, ReasonKind, key_cost};
 use crate::shard::{Slot as ShardSlot, SlotSet};
 
 fn manual() -> Reason {
@@ -303,7 +303,7 @@ async fn release_holder_should_return_all_its_keys_at_once() {
     let gone = worker("gone");
     let held = q.try_get_many(&gone, 2, None).unwrap().unwrap();
     let other = take(&q).unwrap();
-    assert_eq!(q.release_holder(&gone), 2);
+    assert_eq!(q.holders().release(&gone), 2);
     for lease in &held {
         let status = q.key_status(&lease.key);
         assert_eq!(status.failures, 1);
@@ -664,27 +664,27 @@ async fn a_refused_batch_should_change_nothing() {
 #[tokio::test(start_paused = true)]
 async fn holds_should_stop_granting_until_the_last_is_lifted() {
     let q = queue();
-    q.set_hold("caches syncing", true);
-    q.set_hold("not the leader", true);
+    q.term().set_hold("caches syncing", true);
+    q.term().set_hold("not the leader", true);
     add(&q, "a", 0);
     let holder = worker("w");
     let mut get = task::spawn(q.get(&holder, None));
     assert_pending!(get.poll());
     assert_eq!(q.len(), 1, "the key is queued, just not handed out");
-    q.set_hold("caches syncing", false);
+    q.term().set_hold("caches syncing", false);
     assert_pending!(get.poll());
-    assert_eq!(q.holds(), ["not the leader"]);
-    q.set_hold("not the leader", false);
+    assert_eq!(q.term().holds(), ["not the leader"]);
+    q.term().set_hold("not the leader", false);
     assert!(get.is_woken());
     assert_eq!(assert_ready!(get.poll()).unwrap().key, "a");
-    assert!(q.holds().is_empty());
+    assert!(q.term().holds().is_empty());
 }
 
 #[tokio::test(start_paused = true)]
 async fn grant_until_should_bound_grants_and_lease_deadlines() {
     let q = queue();
     let term_end = Instant::now() + Duration::from_secs(10);
-    q.set_grant_until(term_end);
+    q.term().set_grant_until(term_end);
     add(&q, "a", 0);
     let lease = take(&q).unwrap();
     assert_eq!(lease.deadline, term_end, "no lease outlives the term");
@@ -694,7 +694,7 @@ async fn grant_until_should_bound_grants_and_lease_deadlines() {
     add(&q, "b", 0);
     advance(Duration::from_secs(1)).await;
     assert_eq!(take(&q), None, "nothing is granted once the term ended");
-    q.set_grant_until(Instant::now() + Duration::from_secs(10));
+    q.term().set_grant_until(Instant::now() + Duration::from_secs(10));
     assert_eq!(take_key(&q).as_deref(), Some("b"), "a renewed term grants again");
 }
 
@@ -702,18 +702,18 @@ async fn grant_until_should_bound_grants_and_lease_deadlines() {
 async fn closing_a_term_should_hold_cut_the_bound_and_hand_back_in_one_step() {
     let q = queue();
     let term_end = Instant::now() + Duration::from_secs(10);
-    q.open_term("not the leader", term_end);
+    q.term().open("not the leader", term_end);
     add(&q, "a", 0);
     add(&q, "b", 0);
     let a = take(&q).unwrap();
-    assert_eq!(q.close_term("not the leader"), 1);
-    assert_eq!(q.holds(), ["not the leader"]);
+    assert_eq!(q.term().close("not the leader"), 1);
+    assert_eq!(q.term().holds(), ["not the leader"]);
     assert!(q.extend("a", a.token, None).is_err(), "the handed-back lease's token is stale");
     // Even with the hold lifted by hand, the bound stays at the step-down:
     // only a new term grants again.
-    q.set_hold("not the leader", false);
+    q.term().set_hold("not the leader", false);
     assert_eq!(take(&q), None, "nothing is granted after the term was closed");
-    q.open_term("not the leader", Instant::now() + Duration::from_secs(10));
+    q.term().open("not the leader", Instant::now() + Duration::from_secs(10));
     assert!(take(&q).is_some());
 }
 
@@ -733,9 +733,9 @@ async fn lost_leases_should_back_off_per_key_without_spending_the_queue_wide_buc
     let leases = q.try_get_many(&worker("hung"), 25, Some(ms(100))).unwrap().unwrap();
     advance(ms(100)).await;
     settle().await;
-    assert_eq!(q.release_holder(&worker("hung")), 0, "the first 25 expired by themselves");
+    assert_eq!(q.holders().release(&worker("hung")), 0, "the first 25 expired by themselves");
     let more = q.try_get_many(&worker("hung"), 25, None).unwrap().unwrap();
-    assert_eq!(q.release_holder(&worker("hung")), 25);
+    assert_eq!(q.holders().release(&worker("hung")), 25);
     for lease in leases.iter().chain(&more) {
         let status = q.key_status(&lease.key);
         assert_eq!(status.failures, 1, "{}", lease.key);
@@ -758,15 +758,15 @@ async fn key_written_under_its_lease_should_not_be_handed_out_until_the_writes_s
     let q = queue();
     add(&q, "a", 0);
     let lease = take(&q).unwrap();
-    q.begin_write("a", lease.token).unwrap();
-    assert!(q.end_write("a", lease.token), "held throughout");
+    q.writes().begin("a", lease.token).unwrap();
+    assert!(q.writes().end("a", lease.token), "held throughout");
     add(&q, "a", 0); // the watch event of the worker's own write, say
     q.finish("a", lease.token, FinishOutcome::Success).unwrap();
     assert!(matches!(q.key_status("a").phase, KeyPhase::Settling { dirty: Some(_), .. }));
     assert_eq!(take_key(&q), None, "settling: the caches have not seen the write");
     add(&q, "a", 5);
     assert_eq!(take_key(&q), None, "adds merge into the settling key");
-    assert!(q.settled("a"));
+    assert!(q.writes().settled("a"));
     let next = take(&q).unwrap();
     assert_eq!((next.key.as_str(), next.priority), ("a", 5));
 }
@@ -776,8 +776,8 @@ async fn settling_key_should_be_queued_at_its_settle_timeout_when_the_caches_nev
     let q = queue();
     add(&q, "a", 0);
     let lease = take(&q).unwrap();
-    q.begin_write("a", lease.token).unwrap();
-    assert!(q.end_write("a", lease.token), "held throughout");
+    q.writes().begin("a", lease.token).unwrap();
+    assert!(q.writes().end("a", lease.token), "held throughout");
     q.finish("a", lease.token, FinishOutcome::RequeueAfter(Duration::ZERO)).unwrap();
     assert_eq!(take_key(&q), None);
     tokio::time::advance(settings().settle_timeout).await;
@@ -790,9 +790,9 @@ async fn writes_seen_before_the_lease_ends_should_not_hold_the_key_back() {
     let q = queue();
     add(&q, "a", 0);
     let lease = take(&q).unwrap();
-    q.begin_write("a", lease.token).unwrap();
-    assert!(q.end_write("a", lease.token), "held throughout");
-    assert!(!q.settled("a"), "still held: nothing to let go");
+    q.writes().begin("a", lease.token).unwrap();
+    assert!(q.writes().end("a", lease.token), "held throughout");
+    assert!(!q.writes().settled("a"), "still held: nothing to let go");
     add(&q, "a", 0);
     q.done("a", lease.token).unwrap();
     assert_eq!(take_key(&q).as_deref(), Some("a"));
@@ -804,16 +804,16 @@ async fn a_write_under_a_lost_lease_should_be_refused() {
     add(&q, "a", 0);
     let lease = take(&q).unwrap();
     q.done("a", lease.token).unwrap();
-    assert_eq!(q.begin_write("a", lease.token), Err(QueueError::StaleToken { token: lease.token }));
+    assert_eq!(q.writes().begin("a", lease.token), Err(QueueError::StaleToken { token: lease.token }));
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_lease_should_not_expire_while_a_write_under_it_is_unanswered() {
     let q = queue();
-    let mut lost = q.watch_lost_leases(&worker("w"));
+    let mut lost = q.holders().watch_lost(&worker("w"));
     add(&q, "a", 0);
     let lease = q.get(&worker("w"), Some(ms(100))).await.unwrap();
-    q.begin_write("a", lease.token).unwrap();
+    q.writes().begin("a", lease.token).unwrap();
     tokio::time::advance(ms(500)).await;
     settle().await;
     add(&q, "a", 0);
@@ -826,7 +826,7 @@ async fn a_lease_should_not_expire_while_a_write_under_it_is_unanswered() {
     tokio::time::advance(ms(500)).await;
     settle().await;
     // Answered past the renewed deadline: the lease ends now, as expired.
-    assert!(q.end_write("a", lease.token), "held from the write's start to its answer");
+    assert!(q.writes().end("a", lease.token), "held from the write's start to its answer");
     assert_eq!(told(&mut lost), [("a".to_owned(), lease.token, LeaseLoss::Ended(crate::queue::LeaseEndKind::Expired))]);
     assert!(matches!(q.key_status("a").phase, KeyPhase::Settling { until: Some(_), .. }));
     assert_eq!(q.done("a", lease.token), Err(QueueError::StaleToken { token: lease.token }));
@@ -837,13 +837,13 @@ async fn a_write_answered_before_the_deadline_should_leave_the_lease_to_run_its_
     let q = queue();
     add(&q, "a", 0);
     let lease = q.get(&worker("w"), Some(ms(100))).await.unwrap();
-    q.begin_write("a", lease.token).unwrap();
-    q.begin_write("a", lease.token).unwrap();
-    assert!(q.end_write("a", lease.token));
+    q.writes().begin("a", lease.token).unwrap();
+    q.writes().begin("a", lease.token).unwrap();
+    assert!(q.writes().end("a", lease.token));
     tokio::time::advance(ms(200)).await;
     settle().await;
     assert!(matches!(q.key_status("a").phase, KeyPhase::Held { .. }), "one write still out");
-    assert!(q.end_write("a", lease.token));
+    assert!(q.writes().end("a", lease.token));
     assert!(matches!(q.key_status("a").phase, KeyPhase::Settling { .. }), "the last answer ended it");
 }
 
@@ -852,7 +852,7 @@ async fn a_key_should_settle_only_from_the_answer_of_the_last_write_under_its_en
     let q = queue();
     add(&q, "a", 0);
     let lease = take(&q).unwrap();
-    q.begin_write("a", lease.token).unwrap();
+    q.writes().begin("a", lease.token).unwrap();
     // Its holder ends it while its own write is still out.
     q.done("a", lease.token).unwrap();
     add(&q, "a", 0);
@@ -860,8 +860,8 @@ async fn a_key_should_settle_only_from_the_answer_of_the_last_write_under_its_en
     settle().await;
     assert_eq!(take_key(&q), None, "not let go at the settle timeout while the write is out");
     assert!(matches!(q.key_status("a").phase, KeyPhase::Settling { until: None, .. }));
-    assert!(!q.settled("a"), "an unanswered write cannot have been seen");
-    assert!(!q.end_write("a", lease.token), "the lease ended while the write was out");
+    assert!(!q.writes().settled("a"), "an unanswered write cannot have been seen");
+    assert!(!q.writes().end("a", lease.token), "the lease ended while the write was out");
     assert!(matches!(q.key_status("a").phase, KeyPhase::Settling { until: Some(_), .. }));
     tokio::time::advance(settings().settle_timeout).await;
     settle().await;
@@ -872,17 +872,17 @@ async fn a_key_should_settle_only_from_the_answer_of_the_last_write_under_its_en
 async fn a_write_should_not_keep_its_lease_past_the_end_of_the_term() {
     let q = queue();
     let term_end = Instant::now() + ms(300);
-    q.set_grant_until(term_end);
+    q.term().set_grant_until(term_end);
     add(&q, "a", 0);
     let lease = q.get(&worker("w"), Some(ms(100))).await.unwrap();
-    q.begin_write("a", lease.token).unwrap();
+    q.writes().begin("a", lease.token).unwrap();
     tokio::time::advance(ms(200)).await;
     settle().await;
     assert!(matches!(q.key_status("a").phase, KeyPhase::Held { .. }), "kept within the term");
     tokio::time::advance(ms(200)).await;
     settle().await;
     assert!(matches!(q.key_status("a").phase, KeyPhase::Settling { until: None, .. }), "ended with the term");
-    assert!(!q.end_write("a", lease.token), "answered after the term ended: the lease was not held throughout");
+    assert!(!q.writes().end("a", lease.token), "answered after the term ended: the lease was not held throughout");
 }
 
 /// The leases `lost` has been told of so far, without waiting.
@@ -894,7 +894,7 @@ fn told(lost: &mut LostLeases<String>) -> Vec<(String, LeaseToken, LeaseLoss)> {
 async fn a_holder_should_be_told_at_once_of_each_lease_that_expires() {
     use crate::queue::LeaseEndKind::Expired;
     let q = queue();
-    let mut lost = q.watch_lost_leases(&worker("w"));
+    let mut lost = q.holders().watch_lost(&worker("w"));
     add(&q, "a", 0);
     add(&q, "b", 0);
     let a = take(&q).unwrap();
@@ -917,8 +917,8 @@ async fn a_holder_should_be_told_at_once_of_each_lease_that_expires() {
 async fn a_holder_should_be_told_of_leases_handed_back_but_not_of_those_it_ended() {
     use crate::queue::LeaseEndKind::Returned;
     let q = queue();
-    let mut lost = q.watch_lost_leases(&worker("w"));
-    let mut other = q.watch_lost_leases(&worker("other"));
+    let mut lost = q.holders().watch_lost(&worker("w"));
+    let mut other = q.holders().watch_lost(&worker("other"));
     for key in ["a", "b", "c", "d"] {
         add(&q, key, 0);
     }
@@ -926,7 +926,7 @@ async fn a_holder_should_be_told_of_leases_handed_back_but_not_of_those_it_ended
     let d = q.try_get_many(&worker("other"), 1, None).unwrap().unwrap().remove(0);
     q.done("a", a.token).unwrap();
     q.finish("b", b.token, FinishOutcome::Retry { error: "x".into() }).unwrap();
-    assert_eq!(q.close_term("not the leader"), 2);
+    assert_eq!(q.term().close("not the leader"), 2);
     assert_eq!(told(&mut lost), vec![("c".to_string(), c.token, LeaseLoss::Ended(Returned))]);
     assert_eq!(told(&mut other), vec![("d".to_string(), d.token, LeaseLoss::Ended(Returned))]);
 }
@@ -954,14 +954,14 @@ async fn queue_time_should_start_when_a_delayed_key_becomes_ready() {
 #[tokio::test(start_paused = true)]
 async fn a_lease_handed_back_unsent_should_queue_its_key_as_it_was_and_tell_nobody() {
     let q = queue();
-    let mut lost = q.watch_lost_leases(&worker("w"));
+    let mut lost = q.holders().watch_lost(&worker("w"));
     q.add("a".to_string(), 7, manual()).unwrap();
     q.add("b".to_string(), 0, manual()).unwrap();
     advance(ms(10)).await;
     let a = take(&q).unwrap();
     let (token, enqueued_at, reasons) = (a.token, a.enqueued_at, a.reasons.clone());
     advance(ms(10)).await;
-    q.hand_back_unsent(a).unwrap();
+    q.holders().hand_back_unsent(a).unwrap();
     let again = take(&q).unwrap();
     assert_eq!(again.key, "a", "first again: it kept its priority");
     assert_eq!((again.priority, again.failures, again.enqueued_at), (7, 0, enqueued_at));
@@ -974,10 +974,10 @@ async fn a_lease_handed_back_unsent_should_queue_its_key_as_it_was_and_tell_nobo
 #[tokio::test(start_paused = true)]
 async fn a_holder_that_stopped_watching_should_be_forgotten() {
     let q = queue();
-    drop(q.watch_lost_leases(&worker("w")));
+    drop(q.holders().watch_lost(&worker("w")));
     add(&q, "a", 0);
     take(&q).unwrap();
-    assert_eq!(q.close_term("not the leader"), 1);
+    assert_eq!(q.term().close("not the leader"), 1);
     assert_eq!(q.shared.lost_lease_watchers.watching(), 0);
 }
 
@@ -992,8 +992,8 @@ fn sharded_queue() -> WorkQueue<String> {
         Some(b'b') => ShardSlot::new(1),
         _ => None,
     });
-    assert!(q.shard_keys_by(shard_of.clone()));
-    assert!(!q.shard_keys_by(shard_of), "sharded once");
+    assert!(q.shards().keys_by(shard_of.clone()));
+    assert!(!q.shards().keys_by(shard_of), "sharded once");
     q
 }
 
@@ -1008,14 +1008,14 @@ async fn a_sharded_queue_should_grant_only_keys_of_owned_slots_and_keep_the_othe
         add(&q, key, 0);
     }
     assert_eq!(take_key(&q), None, "no slot owned yet");
-    q.set_owned_shards(slots(&[0]));
+    q.shards().set_owned(slots(&[0]));
     assert_eq!((take_key(&q), take_key(&q), take_key(&q)), (Some("a1".into()), Some("a2".into()), None));
     assert_eq!(q.counts().parked, 3, "b1, x1 and b2 set aside, not dropped");
     assert!(matches!(q.key_status("b1").phase, KeyPhase::Queued { .. }));
 
     let mut waiting = task::spawn(async { q.get(&worker("w"), None).await.unwrap().key });
     assert_pending!(waiting.poll());
-    assert_eq!(q.set_owned_shards(slots(&[0, 1])).keys_unparked, 2, "b1 and b2 back in their lane");
+    assert_eq!(q.shards().set_owned(slots(&[0, 1])).keys_unparked, 2, "b1 and b2 back in their lane");
     assert!(waiting.is_woken(), "gaining a slot wakes a waiting worker");
     assert_eq!(assert_ready!(waiting.poll()), "b1", "in arrival order");
     drop(waiting);
@@ -1027,20 +1027,20 @@ async fn a_sharded_queue_should_grant_only_keys_of_owned_slots_and_keep_the_othe
 async fn a_slot_given_up_should_ask_its_leases_back_and_keep_them_valid_until_they_end() {
     use crate::queue::LeaseEndKind::Expired;
     let q = sharded_queue();
-    let mut lost = q.watch_lost_leases(&worker("w"));
-    q.set_owned_shards(slots(&[0, 1]));
+    let mut lost = q.holders().watch_lost(&worker("w"));
+    q.shards().set_owned(slots(&[0, 1]));
     for key in ["a1", "b1", "b2"] {
         add(&q, key, 0);
     }
     let (a1, b1, b2) = (take(&q).unwrap(), take(&q).unwrap(), take(&q).unwrap());
-    assert_eq!(q.set_owned_shards(slots(&[0])).leases_asked_back, 2);
+    assert_eq!(q.shards().set_owned(slots(&[0])).leases_asked_back, 2);
     let mut heard = told(&mut lost);
     heard.sort_by(|x, y| x.0.cmp(&y.0));
     assert_eq!(
         heard,
         vec![("b1".to_string(), b1.token, LeaseLoss::AskedBack), ("b2".to_string(), b2.token, LeaseLoss::AskedBack)]
     );
-    assert_eq!(q.set_owned_shards(slots(&[0])).leases_asked_back, 0, "asked back once");
+    assert_eq!(q.shards().set_owned(slots(&[0])).leases_asked_back, 0, "asked back once");
 
     // Still valid, but no Extend moves the deadline the new owner waits for.
     advance(Duration::from_secs(1)).await;
@@ -1050,7 +1050,7 @@ async fn a_slot_given_up_should_ask_its_leases_back_and_keep_them_valid_until_th
     assert!(!renewal.cancel && renewal.deadline > a1.deadline, "a1's slot is still owned");
     assert!(q.is_current("b2", b2.token));
 
-    let mut ended = task::spawn(q.asked_back_ended());
+    let mut ended = task::spawn(q.shards().asked_back_ended());
     assert_pending!(ended.poll());
     q.done("b1", b1.token).unwrap();
     assert_pending!(ended.poll(), "b2 is still held");
@@ -1063,9 +1063,9 @@ async fn a_slot_given_up_should_ask_its_leases_back_and_keep_them_valid_until_th
     add(&q, "b1", 0);
     assert_eq!(take_key(&q), None, "keys of the slot given up are not granted here");
     q.done("a1", a1.token).unwrap();
-    q.set_owned_shards(slots(&[1]));
+    q.shards().set_owned(slots(&[1]));
     assert_eq!(take_key(&q), Some("b1".into()), "granted again once owned again");
-    q.asked_back_ended().await;
+    q.shards().asked_back_ended().await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -1075,8 +1075,8 @@ async fn a_key_should_follow_the_slot_of_its_latest_add() {
     let moved = to_b.clone();
     let shard_of: ShardOf<String> =
         Arc::new(move |_: &String| ShardSlot::new(usize::from(moved.load(std::sync::atomic::Ordering::Relaxed))));
-    assert!(q.shard_keys_by(shard_of));
-    q.set_owned_shards(slots(&[1]));
+    assert!(q.shards().keys_by(shard_of));
+    q.shards().set_owned(slots(&[1]));
     add(&q, "k", 0);
     assert_eq!(take_key(&q), None, "slot 0 is not owned");
     to_b.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -1090,11 +1090,11 @@ async fn a_drain_should_remember_the_latest_deadline_of_the_leases_it_handed_bac
     add(&q, "finished", 0);
     add(&q, "slow", 0);
     let (finished, slow) = (take(&q).unwrap(), take(&q).unwrap());
-    assert_eq!(q.handed_back_until(), None);
+    assert_eq!(q.holders().handed_back_until(), None);
     q.done("finished", finished.token).unwrap();
     let report = q.shut_down_with_drain(Duration::from_secs(1)).await;
     assert_eq!(report.returned, 1, "slow was still held at the end of the grace period");
-    assert_eq!(q.handed_back_until(), Some(slow.deadline), "its worker may work on until then");
+    assert_eq!(q.holders().handed_back_until(), Some(slow.deadline), "its worker may work on until then");
 }
 
 #[tokio::test(start_paused = true)]
