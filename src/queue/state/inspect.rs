@@ -38,8 +38,8 @@ impl<K: QueueKey> QueueState<K> {
         let dirty = self
             .held_slots()
             .iter()
-            .chain(self.settling.values())
-            .chain(self.settling_writes.keys())
+            .chain(self.settling.by_deadline.values())
+            .chain(self.settling.writes.keys())
             .filter(|&&slot| match &self.entries[slot].phase {
                 Phase::Held(held) => self.held_leases[*held].pending.is_some(),
                 Phase::Settling { pending, .. } => pending.is_some(),
@@ -50,9 +50,9 @@ impl<K: QueueKey> QueueState<K> {
             ready_by_priority: self.ready.counts(),
             ready: self.ready.len(),
             waiting: self.waiting.len(),
-            parked: self.parked.len(),
+            parked: self.shards.parked.len(),
             held: self.leases.len(),
-            settling: self.settling.len().saturating_add(self.settling_writes.len()),
+            settling: self.settling.by_deadline.len().saturating_add(self.settling.writes.len()),
             dirty,
             tracked: self.entries.len(),
             key_bytes: self.key_bytes,
@@ -113,7 +113,7 @@ impl<K: QueueKey> QueueState<K> {
             self.ready.len(),
             self.waiting.len(),
             self.leases.stored(),
-            self.settling.len().saturating_add(self.settling_writes.len()),
+            self.settling.by_deadline.len().saturating_add(self.settling.writes.len()),
         ]
     }
 }

@@ -111,7 +111,7 @@ impl<K: QueueKey> QueueState<K> {
             self.note_deadline(deadline);
         }
         // A deadline that cannot move forward (the leader's term ended) means stop.
-        Ok(LeaseRenewal { deadline, cancel: self.cancel_held || deadline <= now })
+        Ok(LeaseRenewal { deadline, cancel: self.gate.cancel_held() || deadline <= now })
     }
 
     /// The holder of the lease sends a write through the sidecar: when the
@@ -154,12 +154,12 @@ impl<K: QueueKey> QueueState<K> {
                 true
             }
             Phase::Settling { until: None, .. } => {
-                let Some(writes) = self.settling_writes.get_mut(&slot).filter(|(of, _)| *of == token) else {
+                let Some(writes) = self.settling.writes.get_mut(&slot).filter(|(of, _)| *of == token) else {
                     return false;
                 };
                 writes.1 = writes.1.saturating_sub(1);
                 if writes.1 == 0 {
-                    self.settling_writes.remove(&slot);
+                    self.settling.writes.remove(&slot);
                     self.start_settle_bound(slot, now);
                 }
                 false
@@ -173,7 +173,7 @@ impl<K: QueueKey> QueueState<K> {
     /// one), where it is looked at again; the deadline the holder was told
     /// stays, so the last answer ends it.
     pub(super) fn keep_while_writing(&mut self, lease: LeaseDeadline, now: Instant) {
-        let until = self.grant_until.unwrap_or_else(|| time::after(now, time::MAX_DURATION));
+        let until = self.gate.grant_until_or_never(now);
         let record = self.next_seq();
         self.held_lease_mut(lease.slot).deadline_record = record;
         self.leases.insert(LeaseDeadline { deadline: until, record, ..lease });
@@ -215,8 +215,8 @@ impl<K: QueueKey> QueueState<K> {
             unreachable!("only settling keys are in the settling set")
         };
         match until {
-            Some(until) => _ = self.settling.remove(&(until, seq)),
-            None => _ = self.settling_writes.remove(&slot),
+            Some(until) => _ = self.settling.by_deadline.remove(&(until, seq)),
+            None => _ = self.settling.writes.remove(&slot),
         }
         if let Some(pending) = pending {
             self.enqueue_slot(slot, pending.priority, pending.reasons, pending.ready_at, now);
@@ -229,7 +229,7 @@ impl<K: QueueKey> QueueState<K> {
     fn start_settle_bound(&mut self, slot: Slot, now: Instant) {
         let until = time::after(now, self.settings.settle_timeout);
         let seq = self.next_seq();
-        self.settling.insert((until, seq), slot);
+        self.settling.by_deadline.insert((until, seq), slot);
         self.note_deadline(until);
         if let Phase::Settling { until: bound, seq: of, .. } = &mut self.entries[slot].phase {
             (*bound, *of) = (Some(until), seq);
@@ -283,7 +283,7 @@ impl<K: QueueKey> QueueState<K> {
 
     /// Whether holders were asked to stop (a shutdown without drain).
     pub(crate) fn cancel_requested(&self) -> bool {
-        self.cancel_held
+        self.gate.cancel_held()
     }
 
     fn held_slot<Q>(&self, key: &Q, token: LeaseToken) -> Result<Slot, QueueError>
@@ -333,8 +333,8 @@ impl<K: QueueKey> QueueState<K> {
         let held = self.held_leases.remove(held);
         self.lease_ended();
         if held.asked_back {
-            self.asked_back = self.asked_back.saturating_sub(1);
-            self.asked_back_ended |= self.asked_back == 0;
+            self.shards.asked_back = self.shards.asked_back.saturating_sub(1);
+            self.shards.asked_back_ended |= self.shards.asked_back == 0;
         }
         held
     }
@@ -347,9 +347,9 @@ impl<K: QueueKey> QueueState<K> {
         if how == LeaseEndKind::Returned {
             // A lease with a write out is worked under until the write is
             // answered: at most until the term ends, when there is one.
-            let until = if held.writing > 0 { self.grant_until.unwrap_or(held.deadline) } else { held.deadline };
-            self.handed_back_until = self.handed_back_until.max(Some(until));
-            self.handed_back = self.handed_back.saturating_add(1);
+            let until = if held.writing > 0 { self.gate.grant_until().unwrap_or(held.deadline) } else { held.deadline };
+            self.handed_back.until = self.handed_back.until.max(Some(until));
+            self.handed_back.count = self.handed_back.count.saturating_add(1);
         }
         if matches!(how, LeaseEndKind::Expired | LeaseEndKind::Returned) {
             let lost = LostLease { key: self.entries[slot].key.clone(), token: held.token, how: LeaseLoss::Ended(how) };
@@ -411,7 +411,7 @@ impl<K: QueueKey> QueueState<K> {
         }
         self.entries[slot].phase = Phase::Settling { until: None, seq: 0, pending };
         if held.writing > 0 {
-            self.settling_writes.insert(slot, (held.token, held.writing));
+            self.settling.writes.insert(slot, (held.token, held.writing));
         } else {
             self.start_settle_bound(slot, now);
         }

@@ -17,7 +17,6 @@ use std::time::Duration;
 
 use hashbrown::HashTable;
 use slab::Slab;
-use smallvec::SmallVec;
 use tokio::time::Instant;
 
 use super::error::QueueError;
@@ -31,13 +30,16 @@ use super::reason::{Reason, ReasonKind, ReasonSet};
 use super::settings::{QueueSettings, key_cost};
 use super::time;
 use crate::shard::{Slot as ShardSlot, SlotSet};
+use gate::Gate;
 use lease_deadlines::{LeaseDeadline, LeaseDeadlines};
 
+mod gate;
 mod inspect;
 mod lease_deadlines;
 mod lease_end;
 mod shards;
 
+use shards::Sharding;
 pub use shards::ShardsChanged;
 
 /// What an add did to its key.
@@ -203,28 +205,15 @@ pub(crate) struct QueueState<K> {
     waiting: BTreeMap<(Instant, u64), Slot>,
     /// Held keys by lease deadline.
     leases: LeaseDeadlines,
-    /// Settling keys by the latest instant they settle.
-    settling: BTreeMap<(Instant, u64), Slot>,
-    /// Settling keys whose lease ended while writes under it were unanswered:
-    /// that lease's token and how many writes are still out.
-    settling_writes: HashMap<Slot, (LeaseToken, u32)>,
+    /// Keys settling after writes under their leases.
+    settling: Settling,
     next_seq: u64,
     tokens: TokenSource,
-    shutting_down: bool,
-    /// Why keys are not handed out right now (caches still syncing, not the
-    /// leader, ...): granting happens only while this is empty.
-    holds: SmallVec<[&'static str; 2]>,
-    /// Nothing is granted from this instant on, and no lease outlives it:
-    /// the end of the leader's current term when leader election is on.
-    grant_until: Option<Instant>,
-    /// The shard slots granted from (`None`: the queue is not sharded, every
-    /// key is granted). Boxed: a slot set is 512 bytes.
-    owned_shards: Option<Box<SlotSet>>,
-    /// Ready keys outside `owned_shards`, by shard slot (`None`: unknown) and
-    /// arrival order.
-    parked: BTreeMap<(Option<ShardSlot>, u64), Slot>,
-    /// Set by a shutdown without drain: extends tell workers to stop.
-    cancel_held: bool,
+    /// Whether keys are handed out now: holds, the term's bound, shutdown.
+    gate: Gate,
+    /// The shard slots granted from, the keys parked outside them, and the
+    /// leases asked back.
+    shards: Sharding,
     /// Keys that became ready since the last `take_wakeups`.
     wakeups: usize,
     /// The earliest deadline the timer task is sleeping towards, if any.
@@ -234,17 +223,29 @@ pub(crate) struct QueueState<K> {
     /// Leases that ended without their holder, or were asked back, since the
     /// last `take_lost`, for their holders to hear of.
     lost: Vec<(Holder, LostLease<K>)>,
-    /// Held leases asked back (`HeldLease::asked_back`).
-    asked_back: usize,
-    /// The last lease asked back ended since `take_asked_back_ended`.
-    asked_back_ended: bool,
-    /// The latest deadline of the leases this queue handed back itself
-    /// (`LeaseEnd::Returned`): their workers, told or not, may work on until
-    /// then, so no other replica may grant those keys before it.
-    handed_back_until: Option<Instant>,
-    /// Leases handed back at the end of a drain, ever: each drain reads what
-    /// it saw from it, whichever drain handed them back.
-    handed_back: usize,
+    /// The leases this queue handed back itself (`LeaseEnd::Returned`).
+    handed_back: HandedBack,
+}
+
+/// Keys settling after writes under their leases.
+#[derive(Debug, Default)]
+struct Settling {
+    /// By the latest instant each settles.
+    by_deadline: BTreeMap<(Instant, u64), Slot>,
+    /// Those whose lease ended while writes under it were unanswered: that
+    /// lease's token and how many writes are still out.
+    writes: HashMap<Slot, (LeaseToken, u32)>,
+}
+
+/// The leases a queue handed back itself (`LeaseEnd::Returned`).
+#[derive(Debug, Default)]
+struct HandedBack {
+    /// The latest of their deadlines: their workers, told or not, may work
+    /// on until then, so no other replica may grant those keys before it.
+    until: Option<Instant>,
+    /// How many, ever, at the ends of drains: each drain reads what it saw
+    /// from it, whichever drain handed them back.
+    count: usize,
 }
 
 impl<K: QueueKey> QueueState<K> {
@@ -267,24 +268,16 @@ impl<K: QueueKey> QueueState<K> {
             ready: ReadyLanes::default(),
             waiting: BTreeMap::new(),
             leases: LeaseDeadlines::default(),
-            settling: BTreeMap::new(),
-            settling_writes: HashMap::new(),
+            settling: Settling::default(),
             next_seq: 0,
             tokens: TokenSource::new(),
-            shutting_down: false,
-            holds: SmallVec::new(),
-            grant_until: None,
-            owned_shards: None,
-            parked: BTreeMap::new(),
-            cancel_held: false,
+            gate: Gate::default(),
+            shards: Sharding::default(),
             wakeups: 0,
             timer_target: None,
             timer_stale: false,
             lost: Vec::new(),
-            asked_back: 0,
-            asked_back_ended: false,
-            handed_back_until: None,
-            handed_back: 0,
+            handed_back: HandedBack::default(),
         }
     }
 
@@ -390,7 +383,7 @@ impl<K: QueueKey> QueueState<K> {
     /// informer's cache (which bounds them itself). Keys already tracked, or
     /// named twice, take no extra room.
     fn check_room(&self, keys: &[K], kind: ReasonKind) -> Result<(), QueueError> {
-        if self.shutting_down {
+        if self.gate.is_shutting_down() {
             return Err(QueueError::ShuttingDown);
         }
         if kind.is_from_cache() {
@@ -616,7 +609,7 @@ impl<K: QueueKey> QueueState<K> {
     /// Takes the next ready key and leases it to `holder`, if any is ready and
     /// the queue is still granting.
     pub(crate) fn grant(&mut self, holder: &Holder, ttl: Option<Duration>, now: Instant) -> Option<Lease<K>> {
-        if self.shutting_down || !self.holds.is_empty() || self.grant_until.is_some_and(|until| now >= until) {
+        if !self.gate.is_open(now) {
             return None;
         }
         let popped = loop {
@@ -665,7 +658,7 @@ impl<K: QueueKey> QueueState<K> {
     /// When a lease granted or extended now for `ttl` ends: never past `grant_until`.
     fn lease_deadline(&self, ttl: Duration, now: Instant) -> Instant {
         let deadline = time::after(now, ttl);
-        self.grant_until.map_or(deadline, |until| deadline.min(until))
+        self.gate.bound(deadline)
     }
 
     /// The time to live of a lease asked for `asked` (`None`: the queue's default).
@@ -689,13 +682,13 @@ impl<K: QueueKey> QueueState<K> {
             if lease.deadline > now {
                 break;
             }
-            if self.held_lease_mut(lease.slot).writing > 0 && self.grant_until.is_none_or(|until| now < until) {
+            if self.held_lease_mut(lease.slot).writing > 0 && self.gate.in_term(now) {
                 self.keep_while_writing(lease, now);
                 continue;
             }
             self.end_lease(lease.slot, LeaseEnd::Lost(ReasonKind::LeaseExpired), now);
         }
-        while let Some((&(until, _), &slot)) = self.settling.first_key_value() {
+        while let Some((&(until, _), &slot)) = self.settling.by_deadline.first_key_value() {
             if until > now {
                 break;
             }
@@ -708,7 +701,7 @@ impl<K: QueueKey> QueueState<K> {
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         let waiting = self.waiting.first_key_value().map(|(&(until, _), _)| until);
         let lease = self.leases.first().map(|lease| lease.deadline);
-        let settling = self.settling.first_key_value().map(|(&(until, _), _)| until);
+        let settling = self.settling.by_deadline.first_key_value().map(|(&(until, _), _)| until);
         [waiting, lease, settling].into_iter().flatten().min()
     }
 
@@ -731,22 +724,22 @@ impl<K: QueueKey> QueueState<K> {
 
     /// Whether the last lease asked back ended since the last call.
     pub(crate) fn take_asked_back_ended(&mut self) -> bool {
-        std::mem::take(&mut self.asked_back_ended)
+        std::mem::take(&mut self.shards.asked_back_ended)
     }
 
     /// How many held leases were asked back and have not ended.
     pub(crate) fn asked_back(&self) -> usize {
-        self.asked_back
+        self.shards.asked_back
     }
 
     /// The latest deadline of the leases this queue handed back itself.
     pub(crate) fn handed_back_until(&self) -> Option<Instant> {
-        self.handed_back_until
+        self.handed_back.until
     }
 
     /// How many leases drains have handed back so far.
     pub(crate) fn handed_back(&self) -> usize {
-        self.handed_back
+        self.handed_back.count
     }
 
     /// How many keys became ready since the last call, to wake that many waiters.
@@ -757,26 +750,17 @@ impl<K: QueueKey> QueueState<K> {
     // ----- shutdown -----
 
     pub(crate) fn shut_down(&mut self, cancel_held: bool) {
-        self.shutting_down = true;
-        self.cancel_held |= cancel_held;
+        self.gate.shut_down(cancel_held);
     }
 
     pub(crate) fn is_shutting_down(&self) -> bool {
-        self.shutting_down
+        self.gate.is_shutting_down()
     }
 
     /// Puts a named hold on granting, or lifts it; lifting the last hold
     /// wakes a waiter per ready key.
     pub(crate) fn set_hold(&mut self, hold: &'static str, held: bool) {
-        let was_granting = self.holds.is_empty();
-        if held {
-            if !self.holds.contains(&hold) {
-                self.holds.push(hold);
-            }
-        } else {
-            self.holds.retain(|h| *h != hold);
-        }
-        if !was_granting && self.holds.is_empty() {
+        if self.gate.set_hold(hold, held) {
             self.wakeups = self.wakeups.saturating_add(self.ready.len());
         }
     }
@@ -784,9 +768,7 @@ impl<K: QueueKey> QueueState<K> {
     /// Sets the instant from which nothing is granted and past which no
     /// lease lasts; moving it later wakes a waiter per ready key.
     pub(crate) fn set_grant_until(&mut self, until: Instant, now: Instant) {
-        let was_open = self.grant_until.is_none_or(|u| now < u);
-        self.grant_until = Some(until);
-        if !was_open && now < until {
+        if self.gate.set_grant_until(until, now) {
             self.wakeups = self.wakeups.saturating_add(self.ready.len());
         }
     }
@@ -794,11 +776,11 @@ impl<K: QueueKey> QueueState<K> {
     /// Moves the bound to `now` unless it is earlier already: nothing is
     /// granted from now on, and nothing granted so far is lengthened.
     pub(crate) fn cut_grant_until(&mut self, now: Instant) {
-        self.grant_until = Some(self.grant_until.map_or(now, |until| until.min(now)));
+        self.gate.cut_grant_until(now);
     }
 
     pub(crate) fn holds(&self) -> Vec<&'static str> {
-        self.holds.to_vec()
+        self.gate.holds()
     }
 }
 

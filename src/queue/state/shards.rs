@@ -13,6 +13,7 @@
 //! waits for that before it grants the key.
 
 use std::borrow::Borrow;
+use std::collections::BTreeMap;
 use std::hash::Hash;
 
 use tokio::time::Instant;
@@ -20,6 +21,22 @@ use tokio::time::Instant;
 use super::{Phase, QueueState, ReadyPlace, ShardSlot, Slot, SlotSet};
 use crate::queue::key::QueueKey;
 use crate::queue::lost_leases::{LeaseLoss, LostLease};
+
+/// A queue's sharding: the slots it grants from, the keys it parked
+/// outside them, and the leases it asked back.
+#[derive(Debug, Default)]
+pub(super) struct Sharding {
+    /// The shard slots granted from (`None`: the queue is not sharded, every
+    /// key is granted). Boxed: a slot set is 512 bytes.
+    pub(super) owned: Option<Box<SlotSet>>,
+    /// Ready keys outside `owned`, by shard slot (`None`: unknown) and
+    /// arrival order.
+    pub(super) parked: BTreeMap<(Option<ShardSlot>, u64), Slot>,
+    /// Held leases asked back (`HeldLease::asked_back`).
+    pub(super) asked_back: usize,
+    /// The last lease asked back ended since `take_asked_back_ended`.
+    pub(super) asked_back_ended: bool,
+}
 
 /// What a change of the owned slots did to a queue.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -57,11 +74,11 @@ impl<K: QueueKey> QueueState<K> {
         }
         let old = std::mem::replace(&mut entry.shard, shard);
         if let Phase::Parked { place, .. } = entry.phase {
-            self.parked.remove(&(old, place.seq));
+            self.shards.parked.remove(&(old, place.seq));
             if self.may_grant(slot) {
                 self.unpark(slot);
             } else {
-                self.parked.insert((shard, place.seq), slot);
+                self.shards.parked.insert((shard, place.seq), slot);
             }
         }
     }
@@ -75,24 +92,26 @@ impl<K: QueueKey> QueueState<K> {
     /// only at its next call, and would reconcile the key while the slot's
     /// new owner grants it again.
     pub(crate) fn set_owned_shards(&mut self, owned: Option<SlotSet>) -> ShardsChanged {
-        let before = self.owned_shards.as_deref().copied();
-        self.owned_shards = owned.map(Box::new);
+        let before = self.shards.owned.as_deref().copied();
+        self.shards.owned = owned.map(Box::new);
         let gained = match (before, owned) {
             (_, None) => None,
             (None, Some(_)) => Some(SlotSet::EMPTY),
             (Some(before), Some(owned)) => Some(owned.difference(&before)),
         };
         let to_unpark: Vec<Slot> = match gained {
-            None => self.parked.values().copied().collect(),
+            None => self.shards.parked.values().copied().collect(),
             Some(gained) => gained
                 .iter()
-                .flat_map(|shard| self.parked.range((Some(shard), 0)..=(Some(shard), u64::MAX)).map(|(_, &slot)| slot))
+                .flat_map(|shard| {
+                    self.shards.parked.range((Some(shard), 0)..=(Some(shard), u64::MAX)).map(|(_, &slot)| slot)
+                })
                 .collect(),
         };
         let mut keys_unparked: usize = 0;
         for slot in to_unpark {
             if let Phase::Parked { place, .. } = self.entries[slot].phase {
-                self.parked.remove(&(self.entries[slot].shard, place.seq));
+                self.shards.parked.remove(&(self.entries[slot].shard, place.seq));
                 self.unpark(slot);
                 keys_unparked = keys_unparked.saturating_add(1);
             }
@@ -116,19 +135,19 @@ impl<K: QueueKey> QueueState<K> {
         let held = self.held_lease_mut(slot);
         held.asked_back = true;
         let (holder, token) = (held.holder.clone(), held.token);
-        self.asked_back = self.asked_back.saturating_add(1);
+        self.shards.asked_back = self.shards.asked_back.saturating_add(1);
         let lost = LostLease { key: self.entries[slot].key.clone(), token, how: LeaseLoss::AskedBack };
         self.lost.push((holder, lost));
     }
 
     /// Whether keys of shard slot `shard` are granted now (always, unsharded).
     pub(crate) fn owns_shard(&self, shard: ShardSlot) -> bool {
-        self.owned_shards.as_ref().is_none_or(|owned| owned.contains(shard))
+        self.shards.owned.as_ref().is_none_or(|owned| owned.contains(shard))
     }
 
     /// Whether the key in `slot` may be granted now, as far as sharding goes.
     pub(super) fn may_grant(&self, slot: Slot) -> bool {
-        match &self.owned_shards {
+        match &self.shards.owned {
             None => true,
             Some(owned) => self.entries[slot].shard.is_some_and(|shard| owned.contains(shard)),
         }
@@ -137,7 +156,7 @@ impl<K: QueueKey> QueueState<K> {
     /// Sets a ready key taken from its lane aside: its slot is not owned.
     pub(super) fn park(&mut self, slot: Slot, place: ReadyPlace, since: Instant) {
         let entry = &mut self.entries[slot];
-        self.parked.insert((entry.shard, place.seq), slot);
+        self.shards.parked.insert((entry.shard, place.seq), slot);
         entry.phase = Phase::Parked { place, since };
     }
 
