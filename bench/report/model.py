@@ -35,6 +35,8 @@ class Target:
       abs_min    median(a) >= limit
       diff_max   median(a) - median(b) <= limit
     variant None means every variant of the metric, one verdict each.
+    b_metric reads b's figure from another metric (same variant), when the
+    target compares two shapes of one measurement.
     why is shown only when the target is missed.
     """
 
@@ -46,6 +48,7 @@ class Target:
     b: str | None = None
     variant: str | None = None
     why: str = ""
+    b_metric: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

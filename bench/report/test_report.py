@@ -22,6 +22,7 @@ sync\t10,000 objects\tworkqueue-sidecar\t3\t0.30
 sync\t10,000 objects\tclient-go\t1\t0.31
 sync\t10,000 objects\tclient-go\t2\t0.41
 sync\t10,000 objects\tclient-go\t3\t0.21
+warm\t10,000 objects\tworkqueue-sidecar\t1\t0.20
 rss\tafter sync\tworkqueue-sidecar\t1\t35
 rss\tafter sync\tclient-go\t1\t70
 """
@@ -43,6 +44,12 @@ class ReportTest(unittest.TestCase):
         [verdict] = check(target, self.figures, "s")
         self.assertFalse(verdict.met)
         self.assertIn("MISSED by 29 %", verdict.margin)  # 0.40 / 0.31 = 1.29
+
+    def test_a_ratio_may_read_the_other_side_from_another_metric(self):
+        target = Target("sync", "ratio_max", "warm", OURS, 1.0, "client-go", b_metric="sync")
+        [verdict] = check(target, self.figures, "s")  # 0.20 (warm) / 0.31 (sync)
+        self.assertTrue(verdict.met)
+        self.assertIn("workqueue-sidecar (warm) / client-go (sync) = 0.200 / 0.310", verdict.measured)
 
     def test_a_narrow_miss_never_reads_as_zero_percent(self):
         target = Target("sync", "ratio_max", "sync", OURS, 1.29, "client-go")

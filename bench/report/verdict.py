@@ -41,7 +41,7 @@ def check(target: Target, figures: Figures, unit: str) -> list[Verdict]:
 
 def _check_one(t: Target, variant: str, figures: Figures, unit: str) -> Verdict:
     a = figures.median(t.metric, variant, t.a)
-    b = figures.median(t.metric, variant, t.b) if t.b else None
+    b = figures.median(t.b_metric or t.metric, variant, t.b) if t.b else None
     if a is None or (t.b and b is None):
         return Verdict(t, variant, "a figure is missing", None, "not measured")
     upper = t.kind.endswith("_max")
@@ -49,7 +49,8 @@ def _check_one(t: Target, variant: str, figures: Figures, unit: str) -> Verdict:
     if t.kind in ("ratio_max", "ratio_min"):
         assert b is not None
         value = a / b
-        measured = f"{t.a} / {t.b} = {fmt(a)} / {fmt(b)} = **{fmt(value)}x** (target {sign} {fmt(t.limit)}x)"
+        names = f"{t.a} ({t.metric}) / {t.b} ({t.b_metric})" if t.b_metric else f"{t.a} / {t.b}"
+        measured = f"{names} = {fmt(a)} / {fmt(b)} = **{fmt(value)}x** (target {sign} {fmt(t.limit)}x)"
     elif t.kind in ("abs_max", "abs_min"):
         value = a
         measured = f"{t.a}: **{fmt(a)} {unit}** (target {sign} {fmt(t.limit)} {unit})"
