@@ -179,11 +179,6 @@ impl Sidecar {
         self.listeners.tcp_address()
     }
 
-    /// The admin listener's address.
-    pub fn admin_address(&self) -> Option<SocketAddr> {
-        self.admin.as_ref().and_then(|listener| listener.local_addr().ok())
-    }
-
     /// Serves until `shutdown` completes (it names the reason), then drains
     /// the queues within the grace period and stops every task. A task that
     /// fails or ends on its own stops the sidecar too, and is the error.

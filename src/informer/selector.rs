@@ -37,10 +37,6 @@ impl LabelSelector {
         Ok(LabelSelector(requirements))
     }
 
-    pub fn is_everything(&self) -> bool {
-        self.0.is_empty()
-    }
-
     pub fn matches(&self, meta: &Meta) -> bool {
         self.0.iter().all(|r| match r {
             Requirement::Equals(k, v) => meta.label(k) == Some(v.as_str()),

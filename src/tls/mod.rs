@@ -50,11 +50,6 @@ struct Material {
 }
 
 impl TlsFiles {
-    /// Reads every file and builds the server configuration; any problem names its file.
-    pub fn server_config(&self) -> Result<Arc<ServerConfig>, TlsError> {
-        self.build(&self.read()?)
-    }
-
     fn read(&self) -> Result<Material, TlsError> {
         let read = |path: &Path| {
             std::fs::read(path).map_err(|err| TlsError::Read { path: path.to_path_buf(), problem: err.to_string() })
