@@ -125,7 +125,9 @@ impl Sidecar {
         let (informers, mut watches, writer) = match kube.clone().filter(|_| !config.informers.is_empty()) {
             None => (InformerRegistry::empty(), InformerWatches::none(), None),
             Some(client) => {
-                build_informers(client, &config.informers, &config.field_manager, &queues, &bindings).await?
+                let (informers, watches, writer) =
+                    build_informers(client, &config.informers, &config.field_manager, &queues, &bindings).await?;
+                (informers, watches, Some(writer))
             }
         };
         let informers = Arc::new(informers);
@@ -341,12 +343,12 @@ async fn build_informers(
     field_manager: &str,
     queues: &QueueRegistry,
     bindings: &[(String, QueueBinding)],
-) -> anyhow::Result<(InformerRegistry, InformerWatches, Option<Arc<ObjectWriter>>)> {
+) -> anyhow::Result<(InformerRegistry, InformerWatches, Arc<ObjectWriter>)> {
     let bindings = bindings.iter().map(|(name, binding)| (name.as_str(), binding));
     let writer = ObjectWriter::new(client.clone(), field_manager.to_owned());
     let (informers, watches) =
         InformerRegistry::build(client, specs, queues, bindings).await.context("resolving the informers")?;
-    Ok((informers, watches, Some(Arc::new(writer))))
+    Ok((informers, watches, Arc::new(writer)))
 }
 
 /// With a shard membership, the queues follow its view and the sharded
